@@ -1,0 +1,156 @@
+"""The SLURM path end to end: a three-job workflow through a real one-node SLURM cluster.
+
+Skipped unless POSYM_SLURM=1. Either start the cluster yourself:
+
+    tests/slurm/cluster.sh up
+    POSYM_SLURM=1 pytest -m slurm
+    tests/slurm/cluster.sh down
+
+or let the fixture start it and stop it again:
+
+    POSYM_SLURM=1 POSYM_SLURM_AUTOSTART=1 pytest -m slurm
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER_SH = REPO / "tests" / "slurm" / "cluster.sh"
+SMOKE_SNAKEFILE = REPO / "tests" / "slurm" / "Snakefile.smoke"
+TEST_PROFILE = REPO / "profiles" / "slurm-test"
+SMOKE_RULES = ("numbers", "train", "summary")
+SNAKEMAKE_TIMEOUT_S = 600  # about 45 s on a 2-core machine
+
+pytestmark = pytest.mark.slurm
+
+
+def _cluster(command, timeout=900):
+    return subprocess.run(
+        [str(CLUSTER_SH), command], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running one-node SLURM test cluster (tests/slurm/cluster.sh); yields its scratch folder.
+
+    Skips unless POSYM_SLURM=1. With POSYM_SLURM_AUTOSTART=1 it runs `cluster.sh up` first and
+    `cluster.sh down` at teardown, also when `up` or a test fails; otherwise the cluster must be up
+    already (CI runs `cluster.sh up` before pytest and `cluster.sh down` after it).
+    """
+    if os.environ.get("POSYM_SLURM") != "1":
+        pytest.skip(
+            "needs the local SLURM test cluster: run `tests/slurm/cluster.sh up` and set "
+            "POSYM_SLURM=1 (add POSYM_SLURM_AUTOSTART=1 to let pytest start and stop it)"
+        )
+    autostart = os.environ.get("POSYM_SLURM_AUTOSTART") == "1"
+    try:
+        if autostart:
+            up = _cluster("up")
+            if up.returncode != 0:
+                pytest.fail(f"`cluster.sh up` failed:\n{up.stdout}\n{up.stderr}")
+        status = _cluster("status", timeout=60)
+        if status.returncode != 0:
+            pytest.fail(
+                "POSYM_SLURM=1 but the SLURM test cluster is not up; run "
+                "`tests/slurm/cluster.sh up` or set POSYM_SLURM_AUTOSTART=1.\n"
+                f"{status.stdout}\n{status.stderr}"
+            )
+        yield Path(os.environ.get("POSYM_SLURM_DIR", "/tmp/posym-slurm")).resolve()
+    finally:
+        if autostart:
+            down = _cluster("down")
+            if down.returncode != 0:
+                print(
+                    f"`cluster.sh down` failed:\n{down.stdout}\n{down.stderr}",
+                    file=sys.stderr,
+                )
+
+
+def _run_snakemake(workdir, *args):
+    """Run the smoke workflow in workdir; on a timeout, interrupt it so that it cancels its jobs."""
+    # Variables of an enclosing SLURM job (pytest run inside an allocation) must not leak in.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
+    }
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(SMOKE_SNAKEFILE)]
+    command += ["--directory", str(workdir), *args]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as proc:
+        try:
+            output, _ = proc.communicate(timeout=SNAKEMAKE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            # like Ctrl-C: Snakemake then cancels the SLURM jobs it submitted
+            proc.send_signal(signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            pytest.fail(
+                f"snakemake ran longer than {SNAKEMAKE_TIMEOUT_S} s:\n{output[-6000:]}"
+            )
+    if proc.returncode != 0:
+        pytest.fail(f"snakemake failed ({' '.join(command)}):\n{output[-6000:]}")
+    return output
+
+
+def _read_jobinfo(path):
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def _scontrol_show_job(job_id):
+    return subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job_id],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+
+
+def _tree(folder):
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_smoke_workflow_runs_through_slurm(slurm_cluster, tmp_path):
+    on_slurm, local = tmp_path / "slurm", tmp_path / "local"
+    _run_snakemake(on_slurm, "--executor", "slurm", "--profile", str(TEST_PROFILE))
+    _run_snakemake(local, "--cores", "1")
+
+    # Every job ran as a SLURM job of its own, and SLURM remembers it (MinJobAge=300 s).
+    jobinfo = {
+        rule: _read_jobinfo(on_slurm / "jobinfo" / f"{rule}.txt")
+        for rule in SMOKE_RULES
+    }
+    job_ids = {rule: info["SLURM_JOB_ID"] for rule, info in jobinfo.items()}
+    assert all(job_id.isdigit() for job_id in job_ids.values()), jobinfo
+    assert len(set(job_ids.values())) == len(SMOKE_RULES), job_ids
+    jobs = {rule: _scontrol_show_job(job_id) for rule, job_id in job_ids.items()}
+    for rule, job in jobs.items():
+        assert "JobState=COMPLETED" in job, job
+        # the plugin tags each job with its rule
+        assert re.search(rf"\bComment=rule_{rule}\b", job), job
+    assert "TresPerJob=gres:gpu:1" in jobs["train"], jobs["train"]
+
+    # The GPU rule got the GPU from SLURM; the others got none.
+    assert jobinfo["train"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert jobinfo["numbers"]["CUDA_VISIBLE_DEVICES"] == ""
+
+    # Locally nothing went through SLURM, and the data are byte for byte the same.
+    assert _read_jobinfo(local / "jobinfo" / "train.txt")["SLURM_JOB_ID"] == ""
+    assert _tree(on_slurm / "results") == _tree(local / "results")
+    assert (on_slurm / "results" / "summary.txt").read_text() == "sum of squares 385\n"

@@ -1,0 +1,132 @@
+"""Checkpoint directories: HF-loadable weights plus what is needed to verify and resume.
+
+A checkpoint ``step-NNNNNN/`` holds
+
+* ``model.safetensors``, ``config.json`` — loadable as is by ``GPTJForCausalLM.from_pretrained``;
+* ``vocab.json`` — the token strings, id order;
+* ``progress.json`` — evaluation rows and the training log since the previous checkpoint;
+* ``checksums.json`` — sha256 of each file above, checked on every load;
+* ``trainer_state.safetensors`` + ``trainer_state.json`` — optimizer moments and generator
+  state, kept in the newest checkpoint only (they are three times the size of the weights).
+
+Each directory is published with one rename, so a checkpoint is either complete or absent.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from .files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, write_json
+from .model import ModelConfig, PosymModel
+
+STEP_DIR = re.compile(r"^step-(\d{6,})$")
+VERIFIED_FILES = ("model.safetensors", "config.json", "vocab.json", "progress.json")
+TRAINER_FILES = ("trainer_state.safetensors", "trainer_state.json")
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step-{step:06d}"
+
+
+def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """(step, dir) of the published checkpoints under root, in step order."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name))]
+    return sorted(found)
+
+
+def write_checkpoint(
+    root: Path,
+    step: int,
+    model: PosymModel,
+    member: int,
+    vocab: list[str],
+    progress: dict,
+    trainer_state: tuple[dict[str, torch.Tensor], dict] | None = None,
+) -> Path:
+    """Publish step-NNNNNN under root for one member of ``model``; returns its path."""
+    target = step_dir(root, step)
+    with atomic_directory(target) as tmp:
+        save_tensors(tmp / "model.safetensors", model.hf_state_dict(member), metadata={"format": "pt"})
+        write_json(tmp / "config.json", model.hf_config())
+        write_json(tmp / "vocab.json", list(vocab))
+        write_json(tmp / "progress.json", progress)
+        checksums = {name: sha256_file(tmp / name) for name in VERIFIED_FILES}
+        if trainer_state is not None:
+            tensors, meta = trainer_state
+            save_tensors(tmp / "trainer_state.safetensors", tensors)
+            write_json(tmp / "trainer_state.json", meta)
+            checksums.update({name: sha256_file(tmp / name) for name in TRAINER_FILES})
+        write_json(tmp / "checksums.json", checksums)
+    return target
+
+
+def drop_trainer_state(directory: Path) -> None:
+    """Remove the resume state from an older checkpoint once a newer one carries it."""
+    checksums_path = directory / "checksums.json"
+    checksums = read_json(checksums_path)
+    for name in TRAINER_FILES:
+        checksums.pop(name, None)
+    write_json(checksums_path, checksums)
+    for name in TRAINER_FILES:
+        (directory / name).unlink(missing_ok=True)
+
+
+def verify(directory: Path, names: tuple[str, ...] = VERIFIED_FILES) -> dict[str, str]:
+    """Check the listed files against checksums.json; raise IntegrityError naming the bad file."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise IntegrityError(directory, "checkpoint directory missing")
+    checksums = read_json(directory / "checksums.json")
+    for name in names:
+        path = directory / name
+        if name not in checksums:
+            raise IntegrityError(path, "not listed in checksums.json")
+        if not path.is_file():
+            raise IntegrityError(path, "missing")
+        if sha256_file(path) != checksums[name]:
+            raise IntegrityError(path, "sha256 does not match checksums.json (truncated or altered)")
+    return checksums
+
+
+def load_model(directory: Path, device: str | torch.device = "cpu") -> tuple[PosymModel, list[str]]:
+    """The single-member model and vocabulary stored in a verified checkpoint."""
+    directory = Path(directory)
+    verify(directory)
+    hf_config = read_json(directory / "config.json")
+    try:
+        config = ModelConfig.from_dict(hf_config["posym"]["model"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise IntegrityError(directory / "config.json", f"no usable posym model settings ({err})") from err
+    model = PosymModel(config)
+    model.load_hf_state_dict(load_tensors(directory / "model.safetensors"))
+    return model.to(device).eval(), read_json(directory / "vocab.json")
+
+
+def load_progress(directory: Path) -> dict:
+    verify(directory, ("progress.json",))
+    return read_json(Path(directory) / "progress.json")
+
+
+def load_trainer_state(directory: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    directory = Path(directory)
+    verify(directory, VERIFIED_FILES + TRAINER_FILES)
+    return load_tensors(directory / "trainer_state.safetensors"), read_json(directory / "trainer_state.json")
+
+
+def has_trainer_state(directory: Path) -> bool:
+    return all((Path(directory) / name).is_file() for name in TRAINER_FILES)
+
+
+def remove_all(root: Path) -> int:
+    """Delete every checkpoint under root (a stale run of other settings); returns how many."""
+    found = list_checkpoints(root)
+    for _, path in found:
+        shutil.rmtree(path)
+    return len(found)

@@ -1,0 +1,49 @@
+"""Last-token predictions and accuracy by hop (spec §A4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .model import PosymModel
+
+# Upper bound on token positions per forward batch; long length-extension inputs get small batches.
+TOKENS_PER_BATCH = 1 << 16
+
+
+@torch.no_grad()
+def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | torch.device = "cpu") -> np.ndarray:
+    """Argmax over the whole vocabulary at the last position.
+
+    ``tokens`` is (N, T) for a single-member model or (S, N, T) for S packed members, each
+    member reading its own rows. Returns ids of shape (N,) or (S, N).
+    """
+    model.eval()
+    tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+    packed = tokens.dim() == 3
+    if not packed:
+        tokens = tokens[None]
+    T = tokens.shape[-1]
+    batch = max(1, TOKENS_PER_BATCH // T)
+    out = []
+    for start in range(0, tokens.shape[1], batch):
+        chunk = tokens[:, start : start + batch].to(device)
+        out.append(model(chunk).argmax(-1).cpu())
+    predictions = torch.cat(out, dim=1).numpy()
+    return predictions if packed else predictions[0]
+
+
+def accuracy_by_hop(predictions: np.ndarray, labels: np.ndarray, hops: np.ndarray) -> list[dict]:
+    """Rows {hop, accuracy, n} for each hop length present and for ``hop='all'``."""
+    correct = np.asarray(predictions) == np.asarray(labels)
+    hops = np.asarray(hops)
+    rows = [{"hop": str(int(h)), "accuracy": float(correct[hops == h].mean()), "n": int((hops == h).sum())} for h in np.unique(hops)]
+    rows.append({"hop": "all", "accuracy": float(correct.mean()), "n": int(correct.size)})
+    return rows
+
+
+def first_crossing(metrics: pd.DataFrame, threshold: float, hop: str) -> float:
+    """First step at which the accuracy of ``hop`` reaches ``threshold`` (NaN if never)."""
+    rows = metrics[(metrics["hop"].astype(str) == hop) & (metrics["accuracy"] >= threshold)]
+    return float(rows["step"].min()) if len(rows) else float("nan")

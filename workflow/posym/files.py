@@ -1,0 +1,151 @@
+"""Atomic writes, content hashes and safe tensor files.
+
+Every file posym writes goes through here, so that an interrupted job never leaves a
+half-written output behind and a damaged input is refused with the file's name.
+Tensors are stored as safetensors only: nothing posym reads is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+
+class IntegrityError(RuntimeError):
+    """A file is missing, truncated, corrupt or does not match its recorded hash."""
+
+    def __init__(self, path: os.PathLike | str, reason: str):
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {reason}")
+
+
+def sha256_file(path: os.PathLike | str, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: os.PathLike | str) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` in one rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from colleagues
+        os.replace(tmp_path, target)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_text(path: os.PathLike | str, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: os.PathLike | str, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def read_json(path: os.PathLike | str) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise IntegrityError(path, "missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise IntegrityError(path, f"not valid JSON ({err})") from err
+
+
+def write_csv(path: os.PathLike | str, frame) -> None:
+    """Write a pandas DataFrame atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def save_tensors(path: os.PathLike | str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
+    """Write a safetensors file atomically and return its sha256.
+
+    At most one metadata key: safetensors writes several in varying order, which would make
+    identical content hash differently.
+    """
+    if metadata and len(metadata) > 1:
+        raise ValueError("save_tensors takes at most one metadata key (safetensors orders several at random)")
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+        digest = sha256_file(tmp)
+    return digest
+
+
+def load_tensors(path: os.PathLike | str, sha256: str | None = None) -> dict[str, torch.Tensor]:
+    """Read a safetensors file, refusing a missing, damaged or (when ``sha256`` is given) altered one."""
+    path = Path(path)
+    if not path.is_file():
+        raise IntegrityError(path, "missing")
+    if sha256 is not None:
+        actual = sha256_file(path)
+        if actual != sha256:
+            raise IntegrityError(path, f"sha256 {actual[:12]}… does not match the recorded {sha256[:12]}…")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise IntegrityError(path, f"not a readable safetensors file ({err})") from err
+
+
+@contextlib.contextmanager
+def atomic_directory(path: os.PathLike | str) -> Iterator[Path]:
+    """Yield a fresh temporary directory that becomes ``path`` in one rename when the block succeeds.
+
+    An existing ``path`` is replaced. Readers therefore see either the old directory or the
+    complete new one, never a partial one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        if target.exists():
+            trash = target.with_name(f".{target.name}.old")
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(target, trash)
+            os.replace(tmp, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

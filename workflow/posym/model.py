@@ -1,0 +1,561 @@
+"""A GPT-J-equivalent transformer with named hook points and pluggable position schemes.
+
+Paper A trains HF ``GPTJForCausalLM`` from scratch (spec §A3): parallel attention + MLP
+reading one LayerNorm, no q/k/v/out bias, interleaved RoPE (``rotate_every_two``) on
+``rotary_dim`` dimensions of each head, untied unembedding with a bias. This module is the
+same function (tests assert logits equal HF's to 1e-5) written for speed on small models:
+
+* **Packed members.** Every weight carries a leading *member* axis, so ``members`` independent
+  models (for example several seeds) train in one set of batched matmuls. ``members=1`` is
+  an ordinary model. Member ``m`` is initialised from its own generator, so its weights do
+  not depend on which other members it is packed with.
+* **Fused projections.** q, k, v and the MLP's ``fc_in`` read the same LayerNorm output, so
+  they are one matmul.
+* **Only what the loss needs.** Training and evaluation read the last position only; the last
+  block then computes its query and MLP for that position alone.
+
+Analyses never reach into the internals: they ask for named hook points (TransformerLens
+style) such as ``blocks.3.attn.hook_pattern``. Position information enters through a
+:class:`PositionScheme`, which may rotate q/k (RoPE), add a score bias (ALiBi, T5) or add an
+embedding (absolute) — so papers B and C's schemes slot in without touching the attention.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Hook = Callable[[torch.Tensor], torch.Tensor | None]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    n_layer: int = 12
+    n_head: int = 1
+    d_model: int = 128
+    d_mlp: int | None = None  # None: 4 * d_model, as GPT-J's n_inner=None
+    position: str = "rope"  # a key of POSITION_SCHEMES
+    rotary_dim: int | None = None  # None: the whole head
+    rope_base: float = 10000.0
+    embd_pdrop: float = 0.1
+    attn_pdrop: float = 0.1
+    resid_pdrop: float = 0.1
+    layer_norm_epsilon: float = 1e-5
+    initializer_range: float = 0.02
+    n_positions: int = 128  # only written into the HF config; RoPE itself has no length limit
+
+    def __post_init__(self):
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        if self.position not in POSITION_SCHEMES:
+            raise ValueError(f"position={self.position!r}: expected one of {sorted(POSITION_SCHEMES)}")
+        rotary = self.rotary_dim if self.rotary_dim is not None else self.head_dim
+        if self.position == "rope" and (rotary % 2 or not 0 < rotary <= self.head_dim):
+            raise ValueError(f"rotary_dim={self.rotary_dim} must be even and within the head size {self.head_dim}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def mlp_dim(self) -> int:
+        return self.d_mlp if self.d_mlp is not None else 4 * self.d_model
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> "ModelConfig":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown model settings: {sorted(unknown)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- position schemes
+
+
+class PositionScheme(nn.Module):
+    """How position enters attention. Each hook is optional; the base class does nothing (NoPE)."""
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Position-dependent map applied to queries and keys, shape (..., T, head_dim)."""
+        return x
+
+    def score_bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
+        """Additive bias on the attention logits, shape broadcastable to (H, Tq, Tk)."""
+        return None
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """Additive input embedding, shape (T, d_model)."""
+        return None
+
+
+class NoPE(PositionScheme):
+    pass
+
+
+class Rope(PositionScheme):
+    """GPT-J rotary embedding: plane k = dims (2k, 2k+1) of the first ``rotary_dim`` rotates by
+    g_k * position with g_k = base^(-2k/rotary_dim) (0-indexed k; paper A counts from 1).
+
+    The interleaved pairing makes plane k the complex number x[2k] + i x[2k+1], so the rotation
+    is one complex multiplication by exp(i g_k p) — the same arithmetic as HF's
+    ``x * cos + rotate_every_two(x) * sin``.
+    """
+
+    def __init__(self, head_dim: int, rotary_dim: int, base: float = 10000.0, frequencies: torch.Tensor | None = None):
+        super().__init__()
+        self.rotary_dim = rotary_dim
+        if frequencies is None:
+            # The same float32 expression as HF's create_sinusoidal_positions.
+            frequencies = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64) / rotary_dim))
+        frequencies = torch.as_tensor(frequencies, dtype=torch.float32)
+        if frequencies.shape != (rotary_dim // 2,):
+            raise ValueError(f"need {rotary_dim // 2} frequencies, got {tuple(frequencies.shape)}")
+        self.register_buffer("frequencies", frequencies, persistent=False)
+        self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def phases(self, positions: torch.Tensor) -> torch.Tensor:
+        """exp(i g_k p) for each position p and plane k, shape (T, rotary_dim/2), complex64."""
+        if self._cache is not None and self._cache[0].shape == positions.shape and torch.equal(self._cache[0], positions):
+            return self._cache[1]
+        angles = positions.to(torch.float32)[:, None] * self.frequencies.to(positions.device)[None, :]
+        phases = torch.complex(torch.cos(angles), torch.sin(angles))
+        self._cache = (positions.clone(), phases)
+        return phases
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        phases = self.phases(positions)
+        rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        planes = torch.view_as_complex(rotary.reshape(*rotary.shape[:-1], -1, 2).contiguous())
+        rotated = torch.view_as_real(planes * phases).flatten(-2)
+        return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
+
+
+class Alibi(PositionScheme):
+    """ALiBi (Press et al.): logit bias -m_h (i - j), with the geometric head slopes of the paper."""
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
+        self.register_buffer("slopes", slopes, persistent=False)
+
+    def score_bias(self, q_positions, k_positions):
+        distance = (q_positions[:, None] - k_positions[None, :]).to(torch.float32)
+        return -self.slopes[:, None, None] * distance
+
+
+POSITION_SCHEMES: dict[str, Callable[["ModelConfig"], PositionScheme]] = {
+    "rope": lambda c: Rope(c.head_dim, c.rotary_dim if c.rotary_dim is not None else c.head_dim, c.rope_base),
+    "nope": lambda c: NoPE(),
+    "alibi": lambda c: Alibi(c.n_head),
+}
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scheme: PositionScheme,
+    q_positions: torch.Tensor,
+    k_positions: torch.Tensor,
+    *,
+    scale: float | None = None,
+    explicit: bool = True,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    hook: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Causal multi-head attention of queries (..., H, Tq, dh) over keys/values (..., H, Tk, dh).
+
+    Query i sits at ``q_positions[i]`` and attends to every key at a position ≤ its own. With
+    ``explicit`` the logits and the pattern are materialised (needed for hooks and for dropout
+    driven by our own generators); otherwise PyTorch's fused kernel computes the same values.
+    """
+    q = scheme.rotate(q, q_positions)
+    k = scheme.rotate(k, k_positions)
+    if hook is not None:
+        q, k = hook("hook_q", q), hook("hook_k", k)
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    bias = scheme.score_bias(q_positions, k_positions)
+    future = k_positions[None, :] > q_positions[:, None]
+    if not explicit:
+        mask = torch.zeros(future.shape, dtype=q.dtype, device=q.device).masked_fill(future, float("-inf"))
+        if bias is not None:
+            mask = mask + bias
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if (bias is not None or future.any()) else None, scale=scale)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias
+    scores = scores.masked_fill(future, float("-inf"))
+    if hook is not None:
+        scores = hook("hook_attn_scores", scores)
+    pattern = torch.softmax(scores, dim=-1)
+    if hook is not None:
+        pattern = hook("hook_pattern", pattern)
+    if dropout is not None:
+        pattern = dropout(pattern)
+    return torch.matmul(pattern, v)
+
+
+# --------------------------------------------------------------------------- dropout
+
+
+class MemberDropout:
+    """Dropout whose masks come from one generator per packed member.
+
+    Masks are drawn as 16-bit uniform integers (four per 64-bit draw, about six times cheaper
+    than ``bernoulli_`` on CPU), so the drop probability is p rounded to a multiple of 1/65536
+    (0.1 → 0.1000061); kept values are scaled by the exact 1/(1-p) of that rounded p.
+    """
+
+    def __init__(self, generators: list[torch.Generator]):
+        self.generators = generators
+
+    def __call__(self, x: torch.Tensor, p: float) -> torch.Tensor:
+        if p <= 0.0:
+            return x
+        threshold = round(p * 65536)
+        keep_scale = 65536.0 / (65536 - threshold)
+        per_member = x[0].numel()
+        words = (per_member + 3) // 4
+        masks = []
+        for generator in self.generators:
+            draws = torch.randint(-(2**63), 2**63 - 1, (words,), dtype=torch.int64, device=x.device, generator=generator)
+            masks.append(draws.view(torch.int16)[:per_member])
+        keep = torch.stack(masks).view(x.shape) >= (threshold - 32768)
+        return x * (keep.to(x.dtype) * keep_scale)
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _stacked(members: int, *shape: int) -> nn.Parameter:
+    return nn.Parameter(torch.empty(members, *shape))
+
+
+class Block(nn.Module):
+    """GPT-J block: x + Attn(LN(x)) + MLP(LN(x)), weights stored as HF's (out, in) per member."""
+
+    def __init__(self, config: ModelConfig, members: int):
+        super().__init__()
+        d, f = config.d_model, config.mlp_dim
+        self.config = config
+        self.ln_weight, self.ln_bias = _stacked(members, d), _stacked(members, d)
+        self.q_weight, self.k_weight, self.v_weight = (_stacked(members, d, d) for _ in range(3))
+        self.out_weight = _stacked(members, d, d)
+        self.fc_in_weight, self.fc_in_bias = _stacked(members, f, d), _stacked(members, f)
+        self.fc_out_weight, self.fc_out_bias = _stacked(members, d, f), _stacked(members, d)
+
+    def layer_norm(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
+        return torch.addcmul(self.ln_bias[:, None, None], normed, self.ln_weight[:, None, None])
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        # (S, B, T, D) -> (S, B, H, T, dh)
+        S, B, T, _ = x.shape
+        return x.view(S, B, T, self.config.n_head, self.config.head_dim).transpose(2, 3)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        scheme: PositionScheme,
+        positions: torch.Tensor,
+        *,
+        last_query_only: bool = False,
+        dropout: MemberDropout | None = None,
+        hook: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """x: residual stream (S, B, T, D). With ``last_query_only`` returns (S, B, 1, D)."""
+        c = self.config
+        S, B, T, D = x.shape
+        h = self.layer_norm(x)
+        flat = h.reshape(S, B * T, D)
+        zeros = self.fc_in_bias.new_zeros(S, D)
+        if last_query_only:
+            kv = torch.bmm(flat, torch.cat([self.k_weight, self.v_weight], 1).transpose(1, 2)).view(S, B, T, 2 * D)
+            k, v = kv.split(D, dim=-1)
+            last = h[:, :, -1]
+            qf = torch.baddbmm(
+                torch.cat([zeros, self.fc_in_bias], 1)[:, None],
+                last,
+                torch.cat([self.q_weight, self.fc_in_weight], 1).transpose(1, 2),
+            ).view(S, B, 1, D + c.mlp_dim)
+            q, f = qf.split([D, c.mlp_dim], dim=-1)
+            q_positions, residual = positions[-1:], x[:, :, -1:]
+        else:
+            weight = torch.cat([self.q_weight, self.k_weight, self.v_weight, self.fc_in_weight], 1)
+            bias = torch.cat([zeros, zeros, zeros, self.fc_in_bias], 1)
+            qkvf = torch.baddbmm(bias[:, None], flat, weight.transpose(1, 2)).view(S, B, T, 3 * D + c.mlp_dim)
+            q, k, v, f = qkvf.split([D, D, D, c.mlp_dim], dim=-1)
+            q_positions, residual = positions, x
+        training = dropout is not None
+        a = attention(
+            self._split_heads(q),
+            self._split_heads(k),
+            self._split_heads(v),
+            scheme,
+            q_positions,
+            positions,
+            explicit=training or hook is not None,
+            dropout=(lambda p: dropout(p, c.attn_pdrop)) if training else None,
+            hook=hook,
+        )
+        Tq = q.shape[2]
+        a = a.transpose(2, 3).reshape(S, B * Tq, D)
+        attn_out = torch.bmm(a, self.out_weight.transpose(1, 2))
+        mlp_out = torch.baddbmm(
+            self.fc_out_bias[:, None], F.gelu(f.reshape(S, B * Tq, c.mlp_dim)), self.fc_out_weight.transpose(1, 2)
+        )
+        if training:
+            attn_out, mlp_out = dropout(attn_out, c.resid_pdrop), dropout(mlp_out, c.resid_pdrop)
+        return residual + (attn_out + mlp_out).view(S, B, Tq, D)
+
+
+class PosymModel(nn.Module):
+    """``members`` independent GPT-J models evaluated together.
+
+    Inputs are token ids of shape (B, T) for a single member or (S, B, T) for S members;
+    outputs keep the same leading layout.
+    """
+
+    def __init__(self, config: ModelConfig, members: int = 1):
+        super().__init__()
+        self.config, self.members = config, members
+        d = config.d_model
+        self.position = POSITION_SCHEMES[config.position](config)
+        self.wte = _stacked(members, config.vocab_size, d)
+        self.blocks = nn.ModuleList(Block(config, members) for _ in range(config.n_layer))
+        self.ln_f_weight, self.ln_f_bias = _stacked(members, d), _stacked(members, d)
+        self.lm_head_weight, self.lm_head_bias = _stacked(members, config.vocab_size, d), _stacked(members, config.vocab_size)
+
+    # ---- initialisation: HF GPT-J's _init_weights, one generator per member
+    def initialise(self, seeds: list[int]) -> "PosymModel":
+        if len(seeds) != self.members:
+            raise ValueError(f"need one seed per member ({self.members}), got {seeds}")
+        std = self.config.initializer_range
+        with torch.no_grad():
+            for m, seed in enumerate(seeds):
+                generator = torch.Generator().manual_seed(seed)
+                for name, param in self.named_parameters():
+                    target = param[m]
+                    if name.endswith("bias"):
+                        target.zero_()
+                    elif name.split(".")[-1] in ("ln_weight", "ln_f_weight"):
+                        target.fill_(1.0)
+                    else:
+                        target.copy_(torch.randn(target.shape, generator=generator) * std)
+        return self
+
+    # ---- forward
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        last_only: bool = True,
+        dropout: MemberDropout | None = None,
+        hooks: Mapping[str, Hook] | None = None,
+    ) -> torch.Tensor:
+        """Logits at the last position, shape (…, V), or at every position, (…, T, V)."""
+        packed = ids.dim() == 3
+        if not packed:
+            if self.members != 1:
+                raise ValueError(f"a model of {self.members} members needs ids of shape (members, batch, T)")
+            ids = ids[None]
+        S, B, T = ids.shape
+        if positions is None:
+            positions = torch.arange(T, device=ids.device)
+        x = self.embed(ids, positions)
+        if dropout is not None:
+            x = dropout(x, self.config.embd_pdrop)
+        x = self.residual_stream(x, positions, last_only=last_only, dropout=dropout, hooks=hooks)
+        logits = self.unembed(x[:, :, -1] if last_only else x)
+        return logits if packed else logits[0]
+
+    def embed(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = torch.stack([F.embedding(ids[m], self.wte[m]) for m in range(ids.shape[0])])
+        absolute = self.position.embedding(positions)
+        return x if absolute is None else x + absolute
+
+    def residual_stream(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        *,
+        last_only: bool = False,
+        dropout: MemberDropout | None = None,
+        hooks: Mapping[str, Hook] | None = None,
+        layers: range | None = None,
+    ) -> torch.Tensor:
+        """Run ``layers`` (default all) of blocks on the residual stream x (S, B, T, D)."""
+        layers = layers if layers is not None else range(self.config.n_layer)
+        for layer in layers:
+            hook = _layer_hook(hooks, layer)
+            if hook is not None:
+                x = hook("hook_resid_pre", x)
+            last = last_only and layer == self.config.n_layer - 1
+            x = self.blocks[layer](x, self.position, positions, last_query_only=last, dropout=dropout, hook=hook)
+            if hook is not None:
+                x = hook("hook_resid_post", x)
+        return x
+
+    def unembed(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
+        shape = (-1,) + (1,) * (x.dim() - 2) + (x.shape[-1],)
+        normed = torch.addcmul(self.ln_f_bias.view(shape), normed, self.ln_f_weight.view(shape))
+        flat = normed.reshape(normed.shape[0], -1, normed.shape[-1])
+        logits = torch.baddbmm(self.lm_head_bias[:, None], flat, self.lm_head_weight.transpose(1, 2))
+        return logits.view(*normed.shape[:-1], -1)
+
+    # ---- analysis helpers
+    @torch.no_grad()
+    def run_with_cache(self, ids: torch.Tensor, names: list[str], positions: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Forward pass returning the tensors at the named hook points (member axis kept)."""
+        cache: dict[str, torch.Tensor] = {}
+
+        def store(name):
+            return lambda t: cache.__setitem__(name, t.detach())
+
+        self(ids, positions=positions, last_only=False, hooks={n: store(n) for n in names})
+        missing = set(names) - set(cache)
+        if missing:
+            raise KeyError(f"no such hook points: {sorted(missing)}")
+        return cache
+
+    @torch.no_grad()
+    def attention_pattern(self, layer: int, resid: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Run block ``layer`` alone on residual input (S, B, T, D); its attention pattern (S, B, H, T, T)."""
+        cache = {}
+        if positions is None:
+            positions = torch.arange(resid.shape[2], device=resid.device)
+        hook = _layer_hook({f"blocks.{layer}.attn.hook_pattern": lambda t: cache.setdefault("p", t)}, layer)
+        self.blocks[layer](resid, self.position, positions, hook=hook)
+        return cache["p"]
+
+    def member(self, m: int) -> "PosymModel":
+        """A single-member copy of member m."""
+        single = PosymModel(self.config, members=1)
+        with torch.no_grad():
+            for (name, param), (_, source) in zip(single.named_parameters(), self.named_parameters()):
+                param.copy_(source[m : m + 1])
+        return single.to(self.wte.device)
+
+    # ---- HF GPT-J weight layout
+    def hf_state_dict(self, m: int = 0) -> dict[str, torch.Tensor]:
+        """Member m's weights under ``GPTJForCausalLM``'s parameter names."""
+        out = {
+            "transformer.wte.weight": self.wte[m],
+            "transformer.ln_f.weight": self.ln_f_weight[m],
+            "transformer.ln_f.bias": self.ln_f_bias[m],
+            "lm_head.weight": self.lm_head_weight[m],
+            "lm_head.bias": self.lm_head_bias[m],
+        }
+        for i, block in enumerate(self.blocks):
+            for ours, theirs in _HF_BLOCK_NAMES.items():
+                out[f"transformer.h.{i}.{theirs}"] = getattr(block, ours)[m]
+        return {k: v.detach().clone().contiguous().cpu() for k, v in out.items()}
+
+    def load_hf_state_dict(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
+        expected = set(self.hf_state_dict(m))
+        missing, unexpected = expected - set(state), set(state) - expected
+        if missing or unexpected:
+            raise ValueError(f"weights do not fit this model: missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+        with torch.no_grad():
+            targets = {
+                "transformer.wte.weight": self.wte,
+                "transformer.ln_f.weight": self.ln_f_weight,
+                "transformer.ln_f.bias": self.ln_f_bias,
+                "lm_head.weight": self.lm_head_weight,
+                "lm_head.bias": self.lm_head_bias,
+            }
+            for i, block in enumerate(self.blocks):
+                for ours, theirs in _HF_BLOCK_NAMES.items():
+                    targets[f"transformer.h.{i}.{theirs}"] = getattr(block, ours)
+            for name, param in targets.items():
+                if state[name].shape != param[m].shape:
+                    raise ValueError(f"{name}: shape {tuple(state[name].shape)} != {tuple(param[m].shape)}")
+                param[m].copy_(state[name])
+
+    def hf_config(self) -> dict:
+        """A ``config.json`` that ``GPTJForCausalLM.from_pretrained`` accepts, plus posym's own settings."""
+        c = self.config
+        # HF GPT-J hard-codes RoPE with base 10000; other schemes load only into posym.
+        hf_compatible = c.position == "rope" and c.rope_base == 10000.0
+        return {
+            "architectures": ["GPTJForCausalLM"],
+            "model_type": "gptj",
+            "vocab_size": c.vocab_size,
+            "n_positions": c.n_positions,
+            "n_embd": c.d_model,
+            "n_layer": c.n_layer,
+            "n_head": c.n_head,
+            "rotary_dim": c.rotary_dim if c.rotary_dim is not None else c.head_dim,
+            "n_inner": c.d_mlp,
+            "activation_function": "gelu",
+            "resid_pdrop": c.resid_pdrop,
+            "embd_pdrop": c.embd_pdrop,
+            "attn_pdrop": c.attn_pdrop,
+            "layer_norm_epsilon": c.layer_norm_epsilon,
+            "initializer_range": c.initializer_range,
+            "use_cache": False,
+            "tie_word_embeddings": False,
+            "bos_token_id": None,
+            "eos_token_id": None,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+            "posym": {"model": c.to_dict(), "hf_compatible": hf_compatible},
+        }
+
+
+_HF_BLOCK_NAMES = {
+    "ln_weight": "ln_1.weight",
+    "ln_bias": "ln_1.bias",
+    "q_weight": "attn.q_proj.weight",
+    "k_weight": "attn.k_proj.weight",
+    "v_weight": "attn.v_proj.weight",
+    "out_weight": "attn.out_proj.weight",
+    "fc_in_weight": "mlp.fc_in.weight",
+    "fc_in_bias": "mlp.fc_in.bias",
+    "fc_out_weight": "mlp.fc_out.weight",
+    "fc_out_bias": "mlp.fc_out.bias",
+}
+
+
+def _layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
+    """Adapt the user's {full name: fn} hooks to the names seen inside block ``layer``."""
+    if not hooks:
+        return None
+    prefix = f"blocks.{layer}."
+    local = {name[len(prefix) :]: fn for name, fn in hooks.items() if name.startswith(prefix)}
+    if not local:
+        return None
+
+    def apply(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        fn = local.get(name) or local.get(f"attn.{name}")
+        if fn is None:
+            return tensor
+        result = fn(tensor)
+        return tensor if result is None else result
+
+    return apply
+
+
+HOOK_POINTS = (
+    "hook_resid_pre",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_attn_scores",
+    "attn.hook_pattern",
+    "hook_resid_post",
+)

@@ -1,0 +1,57 @@
+"""What produced a result: code version, configuration, package versions, hashes, wall times."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from .config import digest
+
+PACKAGES = ("posym", "torch", "numpy", "pandas", "safetensors", "snakemake", "papermill", "matplotlib", "seaborn", "jsonschema", "pyyaml")
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    try:
+        result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip()
+
+
+def code_version(repo: Path | str) -> dict:
+    """``git describe --always --dirty`` plus, for a dirty tree, a hash of the uncommitted diff.
+
+    The diff hash gives every distinct uncommitted state of tracked files its own report version,
+    so a report is never overwritten by one made from other code. (Untracked files are left out:
+    the pipeline's own outputs are untracked until someone commits a report.)
+    """
+    repo = Path(repo)
+    describe = _git(repo, "describe", "--always", "--dirty")
+    if describe is None:
+        return {"describe": "nogit", "commit": None, "dirty": None, "label": "nogit"}
+    commit = _git(repo, "rev-parse", "HEAD")
+    dirty = describe.endswith("-dirty")
+    label = describe
+    if dirty:
+        diff = _git(repo, "diff", "HEAD", "--binary") or ""
+        label = f"{describe}.{hashlib.sha256(diff.encode()).hexdigest()[:8]}"
+    return {"describe": describe, "commit": commit, "dirty": dirty, "label": label}
+
+
+def report_version(config: dict, repo: Path | str) -> str:
+    """``<code>-cfg<hash>``: names the code and the configuration a report was made from."""
+    return f"{code_version(repo)['label']}-cfg{digest(config)}"
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    versions["python"] = platform.python_version()
+    return versions

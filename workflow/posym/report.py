@@ -1,0 +1,235 @@
+"""The versioned report: ``reports/<version>/index.html`` with figures, tables, notebooks, manifest.
+
+The page opens with a checklist of every table and figure of paper A (rendered or not yet),
+followed by one section per item. Every string that comes from configuration or data is
+HTML-escaped. A version directory is written once, in one rename, and never overwritten.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from . import paper
+from .files import read_json, sha256_file, write_json, write_text
+from .provenance import code_version, package_versions
+
+
+class ReportExists(RuntimeError):
+    pass
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    content: str
+    figures: list[Path] = field(default_factory=list)
+    tables: list[Path] = field(default_factory=list)
+
+
+def _esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _caption(captions: Path | None, stem: str) -> str:
+    if captions is None:
+        return ""
+    path = Path(captions) / f"{stem}.rst"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
+def _table_html(csv: Path) -> str:
+    frame = pd.read_csv(csv)
+    return frame.to_html(index=False, escape=True, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="table")
+
+
+def group_by_item(paths: Iterable[Path]) -> tuple[dict[str, list[Path]], list[Path]]:
+    """Files per paper item key (by name prefix), and the files that belong to none."""
+    keys = [item["key"] for item in paper.ITEMS]
+    grouped: dict[str, list[Path]] = {k: [] for k in keys}
+    other = []
+    for path in sorted(Path(p) for p in paths):
+        key = next((k for k in keys if path.name.startswith(f"{k}_")), None)
+        (grouped[key] if key else other).append(path)
+    return grouped, other
+
+
+def manifest(
+    *,
+    version: str,
+    config: dict,
+    repo: Path,
+    data: Iterable[Path],
+    checkpoints: Iterable[Path],
+    benchmarks: Iterable[Path],
+) -> dict:
+    """Provenance of a report: code, config, packages, data and checkpoint hashes, wall times."""
+    data_entries = {}
+    for path in data:
+        meta = read_json(path)
+        meta.pop("vocab", None)
+        data_entries[str(path)] = meta
+    checkpoint_entries = {}
+    for path in checkpoints:
+        index = read_json(path)
+        checkpoint_entries[str(path)] = {
+            "fingerprint": index.get("fingerprint"),
+            "train_seconds": index.get("train_seconds"),
+            "device": index.get("device"),
+            "checkpoints": [{"step": c["step"], "sha256": c["sha256"]} for c in index["checkpoints"]],
+        }
+    wall = {}
+    for path in benchmarks:
+        frame = pd.read_csv(path, sep="\t")
+        wall[str(path)] = float(frame["s"].iloc[-1])
+    return {
+        "version": version,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "code": code_version(repo),
+        "config": config,
+        "packages": package_versions(),
+        "data": data_entries,
+        "checkpoints": checkpoint_entries,
+        "wall_seconds": wall,
+        "total_wall_seconds": sum(wall.values()),
+    }
+
+
+def render(title: str, version: str, sections: list[Section], notebooks: list[Path], manifest_data: dict, status: dict[str, bool]) -> str:
+    rows = []
+    for item in paper.ITEMS:
+        rendered = status.get(item["key"], False)
+        link = f'<a href="#{_esc(item["key"])}">rendered</a>' if rendered else "not yet"
+        rows.append(f"<tr><td>{_esc(item['id'])}</td><td>{_esc(item['content'])}</td><td>{link}</td></tr>")
+    body = [
+        f"<h1>{_esc(title)}</h1>",
+        f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
+        f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a></p>",
+        "<h2 id=\"checklist\">Paper A: tables and figures</h2>",
+        "<table class=\"table\"><thead><tr><th>item</th><th>content</th><th>status</th></tr></thead><tbody>",
+        *rows,
+        "</tbody></table>",
+    ]
+    for section in sections:
+        body.append(f"<h2 id=\"{_esc(section.key)}\">{_esc(section.title)}</h2>")
+        if section.content:
+            body.append(f"<p>{_esc(section.content)}</p>")
+        for figure in section.figures:
+            body.append(
+                f"<figure><img src=\"figures/{_esc(figure.name)}\" alt=\"{_esc(figure.stem)}\" style=\"max-width:100%\">"
+                f"<figcaption>{_esc(figure.caption)} (<a href=\"figures/{_esc(figure.stem)}.svg\">svg</a>)</figcaption></figure>"
+            )
+        for table in section.tables:
+            body.append(f"<p>{_esc(table.caption)} (<a href=\"tables/{_esc(table.name)}\">csv</a>, "
+                        f"<a href=\"tables/{_esc(table.stem)}.md\">markdown</a>)</p>")
+            body.append(table.html)
+    if notebooks:
+        body.append("<h2 id=\"notebooks\">Executed notebooks</h2><ul>")
+        body += [f"<li><a href=\"notebooks/{_esc(n.name)}\">{_esc(n.name)}</a></li>" for n in notebooks]
+        body.append("</ul>")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
+        ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
+        "figcaption{font-size:0.9em;color:#444}"
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_esc(title)}</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+@dataclass
+class _Artifact:
+    path: Path
+    caption: str
+    html: str = ""
+
+    @property
+    def name(self):
+        return self.path.name
+
+    @property
+    def stem(self):
+        return self.path.stem
+
+
+def build(
+    out: Path,
+    *,
+    version: str,
+    title: str,
+    config: dict,
+    repo: Path,
+    figures: Iterable[Path],
+    tables: Iterable[Path],
+    notebooks: Iterable[Path],
+    data: Iterable[Path] = (),
+    checkpoints: Iterable[Path] = (),
+    benchmarks: Iterable[Path] = (),
+    captions: Path | None = None,
+) -> Path:
+    """Write the report directory ``out`` (must not exist or be empty) in one rename."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ReportExists(f"{out} already exists; a report version is never overwritten")
+    figures, tables, notebooks = [Path(p) for p in figures], [Path(p) for p in tables], [Path(p) for p in notebooks]
+    info = manifest(version=version, config=config, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks)
+
+    pngs = [f for f in figures if f.suffix == ".png"]
+    csvs = [t for t in tables if t.suffix == ".csv"]
+    fig_groups, fig_other = group_by_item(pngs)
+    tab_groups, tab_other = group_by_item(csvs)
+    sections, status = [], {}
+    for item in paper.ITEMS:
+        key = item["key"]
+        figs, tabs = fig_groups[key], tab_groups[key]
+        status[key] = bool(figs or tabs)
+        if status[key]:
+            sections.append(
+                Section(
+                    key,
+                    f"{item['id']}: {item['content']}",
+                    "",
+                    [_Artifact(f, _caption(captions, f.stem)) for f in figs],
+                    [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in tabs],
+                )
+            )
+    if fig_other or tab_other:
+        sections.append(
+            Section(
+                "other",
+                "Further results",
+                "",
+                [_Artifact(f, _caption(captions, f.stem)) for f in fig_other],
+                [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in tab_other],
+            )
+        )
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for folder, paths in (("figures", figures), ("tables", tables), ("notebooks", notebooks)):
+            (tmp / folder).mkdir()
+            for path in paths:
+                shutil.copy2(path, tmp / folder / path.name)
+        write_text(tmp / "index.html", render(title, version, sections, notebooks, info, status))
+        info["files"] = {
+            str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
+        }
+        write_json(tmp / "manifest.json", info)
+        if out.exists():
+            out.rmdir()  # the empty directory Snakemake made for the outputs
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "index.html"

@@ -1,0 +1,356 @@
+"""Resumable, deterministic training of paper A's models (spec §A3).
+
+The objective is cross-entropy on the label predicted at the last input position, with HF
+``Trainer``'s defaults that the authors inherited: AdamW (``adamw_torch``) with weight decay on
+every weight but biases and LayerNorm, a linear schedule with warmup whose first update has
+learning rate 0, and gradient clipping at norm 1.0.
+
+Several runs (members) can train packed into one model; each keeps its own data, data order,
+initialisation, dropout generator, gradient clipping and optimizer moments, so packing only
+changes how the arithmetic is batched.
+
+Every ``checkpoint_every`` steps each member writes a checkpoint (``checkpoints.py``). The
+newest one carries the optimizer and generator state, and the data order is a pure function of
+(seed, step), so a killed run resumes from its last checkpoint and, on CPU, ends bit-identical
+to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from . import checkpoints as ckpt
+from .evaluate import accuracy_by_hop, predict
+from .files import IntegrityError, load_tensors, read_json, write_csv, write_json
+from .model import MemberDropout, ModelConfig, PosymModel
+
+log = logging.getLogger("posym.train")
+
+STATE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 6750
+    batch_size: int = 64
+    learning_rate: float = 1e-4
+    betas: tuple[float, float] = (0.95, 0.999)
+    weight_decay: float = 1e-4
+    warmup_steps: int = 750
+    max_grad_norm: float | None = 1.0  # HF Trainer's default, which the authors' runs used
+    checkpoint_every: int = 50
+    eval_samples: int | None = 2400  # first N test samples scored at each checkpoint; None = all
+    device: str = "cpu"  # "cpu", "cuda" or "auto"
+    log_every: int = 50
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> "TrainConfig":
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown training settings: {sorted(unknown)}")
+        values = dict(values)
+        if "betas" in values:
+            values["betas"] = tuple(values["betas"])
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Run:
+    """One member: its seed, its data and the directory it owns."""
+
+    seed: int
+    train: Any  # posym.tasks.TaskData
+    test: Any
+    out: Path
+    meta: dict = field(default_factory=dict)  # recorded in the outputs (e.g. task, data hashes)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but no CUDA device is available")
+    return torch.device(name)
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """HF's get_linear_schedule_with_warmup at optimizer step ``step`` (0-based)."""
+    if step < config.warmup_steps:
+        return config.learning_rate * step / max(1, config.warmup_steps)
+    remaining = config.steps - step
+    return config.learning_rate * max(0.0, remaining / max(1, config.steps - config.warmup_steps))
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> torch.Tensor:
+    """The sample order of one epoch: a function of (seed, epoch) alone, so resuming needs no state."""
+    entropy = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint32)
+    generator = torch.Generator().manual_seed(int(entropy[0]) << 32 | int(entropy[1]))
+    return torch.randperm(n, generator=generator)
+
+
+class _Batches:
+    """Minibatches of one member: step k reads positions [k*B, (k+1)*B) of its epoch's order."""
+
+    def __init__(self, run: Run, batch_size: int):
+        self.seed, self.batch_size = run.seed, batch_size
+        self.tokens = torch.as_tensor(np.asarray(run.train.tokens), dtype=torch.long)
+        self.labels = torch.as_tensor(np.asarray(run.train.labels), dtype=torch.long)
+        self.per_epoch = len(self.labels) // batch_size
+        if self.per_epoch == 0:
+            raise ValueError(f"training split of {len(self.labels)} samples is smaller than one batch ({batch_size})")
+        self._epoch, self._order = -1, None
+
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        epoch, within = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._order = epoch, epoch_order(self.seed, epoch, len(self.labels))
+        index = self._order[within * self.batch_size : (within + 1) * self.batch_size]
+        return self.tokens[index], self.labels[index]
+
+
+def fingerprint(run: Run, model_config: ModelConfig, config: TrainConfig) -> str:
+    """What a checkpoint must match to be resumed: settings, seed and data bytes."""
+    relevant = {k: v for k, v in config.to_dict().items() if k not in ("device", "log_every")}
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"model": model_config.to_dict(), "train": relevant, "seed": run.seed}, sort_keys=True).encode())
+    for array in (run.train.tokens, run.train.labels, run.test.tokens, run.test.labels):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _decay_mask(name: str) -> bool:
+    """HF Trainer decays every parameter except biases and LayerNorm weights."""
+    return not (name.endswith("bias") or "ln_" in name)
+
+
+def _clip_per_member(model: PosymModel, max_norm: float) -> torch.Tensor:
+    """clip_grad_norm_ applied to each member separately; returns the members' norms."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    squares = torch.stack([g.pow(2).reshape(g.shape[0], -1).sum(1) for g in grads]).sum(0)
+    norms = squares.sqrt()
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+    return norms
+
+
+class Trainer:
+    def __init__(self, runs: Sequence[Run], model_config: ModelConfig, config: TrainConfig, vocab: Sequence[str]):
+        if not runs:
+            raise ValueError("no runs to train")
+        self.runs, self.model_config, self.config, self.vocab = list(runs), model_config, config, list(vocab)
+        self.device = resolve_device(config.device)
+        self.members = len(self.runs)
+        self.fingerprints = [fingerprint(r, model_config, config) for r in self.runs]
+        self.model = PosymModel(model_config, members=self.members).initialise([r.seed for r in self.runs]).to(self.device)
+        params = dict(self.model.named_parameters())
+        groups = [
+            {"params": [p for n, p in params.items() if _decay_mask(n)], "weight_decay": config.weight_decay},
+            {"params": [p for n, p in params.items() if not _decay_mask(n)], "weight_decay": 0.0},
+        ]
+        self.param_names = {id(p): n for n, p in params.items()}
+        self.optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=config.betas, eps=1e-8, fused=True)
+        self.generators = [torch.Generator(device=self.device).manual_seed(r.seed) for r in self.runs]
+        self.dropout = MemberDropout(self.generators)
+        self.batches = [_Batches(r, config.batch_size) for r in self.runs]
+        n_eval = config.eval_samples
+        self.eval_sets = [(r.test.tokens[:n_eval], r.test.labels[:n_eval], r.test.hops[:n_eval]) for r in self.runs]
+
+    # ------------------------------------------------------------------ resume
+    def _checkpoint_root(self, m: int) -> Path:
+        return Path(self.runs[m].out) / "checkpoints"
+
+    def resume_step(self) -> int:
+        """Restore the newest checkpoint all members share; 0 when starting fresh."""
+        latest = []
+        for m in range(self.members):
+            root = self._checkpoint_root(m)
+            with_state = [(s, d) for s, d in ckpt.list_checkpoints(root) if ckpt.has_trainer_state(d)]
+            if not with_state:
+                if ckpt.list_checkpoints(root):
+                    log.warning("%s: checkpoints without resume state; starting over", root)
+                    ckpt.remove_all(root)
+                latest.append(None)
+                continue
+            step, directory = with_state[-1]
+            _, meta = ckpt.load_trainer_state(directory)
+            if meta.get("fingerprint") != self.fingerprints[m] or meta.get("format") != STATE_FORMAT:
+                n = ckpt.remove_all(root)
+                log.warning("%s: %d checkpoints were made with other settings or data; starting over", root, n)
+                latest.append(None)
+                continue
+            latest.append([s for s, _ in with_state])
+        if any(steps is None for steps in latest):
+            for m in range(self.members):
+                ckpt.remove_all(self._checkpoint_root(m))
+            return 0
+        common = set.intersection(*(set(steps) for steps in latest))
+        if not common:
+            raise RuntimeError("packed members have no checkpoint step in common; delete their checkpoints to start over")
+        step = max(common)
+        self._load_state(step)
+        log.info("resuming from step %d", step)
+        return step
+
+    def _state_tensors(self, m: int) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors: dict[str, torch.Tensor] = {}
+        for p, state in self.optimizer.state.items():
+            name = self.param_names[id(p)]
+            tensors[f"exp_avg.{name}"] = state["exp_avg"][m]
+            tensors[f"exp_avg_sq.{name}"] = state["exp_avg_sq"][m]
+            tensors["optimizer_step"] = state["step"].reshape(1).cpu()
+        tensors["generator"] = self.generators[m].get_state()
+        meta = {"format": STATE_FORMAT, "fingerprint": self.fingerprints[m], "seed": self.runs[m].seed}
+        return tensors, meta
+
+    def _load_state(self, step: int) -> None:
+        states = [ckpt.load_trainer_state(ckpt.step_dir(self._checkpoint_root(m), step))[0] for m in range(self.members)]
+        weights = [load_tensors(ckpt.step_dir(self._checkpoint_root(m), step) / "model.safetensors") for m in range(self.members)]
+        for m in range(self.members):
+            self.model.load_hf_state_dict(weights[m], m)
+            self.generators[m].set_state(states[m]["generator"])
+        if step == 0 or "optimizer_step" not in states[0]:
+            return
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                name = self.param_names[id(p)]
+                self.optimizer.state[p] = {
+                    "step": states[0]["optimizer_step"].reshape(()).clone(),
+                    "exp_avg": torch.stack([s[f"exp_avg.{name}"] for s in states]).to(self.device),
+                    "exp_avg_sq": torch.stack([s[f"exp_avg_sq.{name}"] for s in states]).to(self.device),
+                }
+
+    # ------------------------------------------------------------------ checkpoints
+    def _evaluate(self) -> list[list[dict]]:
+        self.model.eval()
+        tokens = np.stack([e[0] for e in self.eval_sets]) if self.members > 1 else self.eval_sets[0][0]
+        predictions = predict(self.model, tokens, self.device)
+        if self.members == 1:
+            predictions = predictions[None]
+        self.model.train()
+        return [accuracy_by_hop(predictions[m], e[1], e[2]) for m, e in enumerate(self.eval_sets)]
+
+    def _checkpoint(self, step: int, logs: list[list[dict]], wall: float) -> None:
+        evaluations = self._evaluate()
+        for m, run in enumerate(self.runs):
+            progress = {"step": step, "eval": evaluations[m], "log": logs[m], "wall_seconds": wall}
+            ckpt.write_checkpoint(self._checkpoint_root(m), step, self.model, m, self.vocab, progress, self._state_tensors(m))
+        # Only now, with every member's new state on disk, drop the older states.
+        for m in range(self.members):
+            for s, d in ckpt.list_checkpoints(self._checkpoint_root(m)):
+                if s < step and ckpt.has_trainer_state(d):
+                    ckpt.drop_trainer_state(d)
+        overall = ", ".join(f"{next(r['accuracy'] for r in e if r['hop'] == 'all'):.3f}" for e in evaluations)
+        log.info("step %d checkpoint written; test accuracy %s", step, overall)
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> None:
+        c = self.config
+        start = self.resume_step()
+        if start == 0:
+            self._checkpoint(0, [[] for _ in self.runs], 0.0)
+        self.model.train()
+        logs: list[list[dict]] = [[] for _ in self.runs]
+        segment_start = window_start = time.perf_counter()
+        window_steps = 0
+        for step in range(start, c.steps):
+            pairs = [b(step) for b in self.batches]
+            ids = torch.stack([p[0] for p in pairs]).to(self.device)
+            labels = torch.stack([p[1] for p in pairs]).to(self.device)
+            lr = learning_rate(step, c)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            logits = self.model(ids, dropout=self.dropout)
+            losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
+            losses.sum().backward()
+            if c.max_grad_norm is not None:
+                _clip_per_member(self.model, c.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            done = step + 1
+            window_steps += 1
+            if done % c.log_every == 0 or done == c.steps:
+                now = time.perf_counter()
+                rate = window_steps * c.batch_size * self.members / (now - window_start)
+                eta = (c.steps - done) * c.batch_size * self.members / rate
+                values = losses.detach().cpu().tolist()
+                for m, value in enumerate(values):
+                    logs[m].append({"step": done, "loss": value, "lr": lr})
+                log.info(
+                    "step %d/%d loss %s lr %.3g  %.0f samples/s  ETA %s",
+                    done, c.steps, " ".join(f"{v:.4f}" for v in values), lr, rate, _clock(eta),
+                )
+                window_start, window_steps = now, 0
+            if done % c.checkpoint_every == 0 or done == c.steps:
+                self._checkpoint(done, logs, time.perf_counter() - segment_start)
+                logs = [[] for _ in self.runs]
+                segment_start = time.perf_counter()
+        self.write_outputs()
+
+    def write_outputs(self) -> None:
+        """The declared outputs of a training job: the checkpoint index and tidy tables."""
+        for m, run in enumerate(self.runs):
+            out = Path(run.out)
+            metrics, log_rows, index, wall = [], [], [], 0.0
+            for step, directory in ckpt.list_checkpoints(self._checkpoint_root(m)):
+                progress = ckpt.load_progress(directory)
+                metrics += [{"step": step, **row} for row in progress["eval"]]
+                log_rows += progress["log"]
+                wall += progress["wall_seconds"]
+                checksums = ckpt.verify(directory)
+                index.append({"step": step, "path": str(directory.relative_to(out)), "sha256": checksums["model.safetensors"]})
+            write_csv(out / "metrics.csv", pd.DataFrame(metrics, columns=["step", "hop", "accuracy", "n"]))
+            write_csv(out / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
+            write_json(
+                out / "checkpoints.json",
+                {
+                    "seed": run.seed,
+                    "fingerprint": self.fingerprints[m],
+                    "model": self.model_config.to_dict(),
+                    "train": self.config.to_dict(),
+                    "train_seconds": wall,
+                    "device": str(self.device),
+                    "checkpoints": index,
+                    **run.meta,
+                },
+            )
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def train(runs: Sequence[Run], model_config: ModelConfig, config: TrainConfig, vocab: Sequence[str]) -> Trainer:
+    trainer = Trainer(runs, model_config, config, vocab)
+    trainer.train()
+    return trainer
+
+
+def load_index(path: Path) -> dict:
+    """Read a training job's checkpoints.json and check every listed checkpoint is intact."""
+    path = Path(path)
+    index = read_json(path)
+    for entry in index["checkpoints"]:
+        directory = path.parent / entry["path"]
+        checksums = ckpt.verify(directory)
+        if checksums["model.safetensors"] != entry["sha256"]:
+            raise IntegrityError(directory / "model.safetensors", "differs from the checkpoint index")
+    return index

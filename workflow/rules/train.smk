@@ -1,0 +1,27 @@
+# Training of every task x seed (spec §A3). Checkpoints live under checkpoints/ beside the
+# declared outputs, not among them: Snakemake deletes declared outputs before a rerun, and an
+# interrupted job must find its checkpoints to resume from.
+
+
+rule train:
+    input:
+        train="results/data/{task}/seed{seed}/train.safetensors",
+        test="results/data/{task}/seed{seed}/test.safetensors",
+    output:
+        index="results/train/{task}/seed{seed}/checkpoints.json",
+        metrics="results/train/{task}/seed{seed}/metrics.csv",
+        losses="results/train/{task}/seed{seed}/train_log.csv",
+    params:
+        settings=train_settings(),
+        out="results/train/{task}/seed{seed}",
+    threads: config["threads"]
+    log:
+        "logs/train/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{task}-seed{seed}.tsv"
+    conda:
+        "../../envs/training.yaml"
+    shell:
+        "posym train --task {wildcards.task} --seed {wildcards.seed} --train-data {input.train}"
+        " --test-data {input.test} --out {params.out} --settings {params.settings:q}"
+        " --threads {threads} > {log} 2>&1"
