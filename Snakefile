@@ -14,6 +14,14 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+
+
+wildcard_constraints:
+    task="|".join(config["tasks"]),
+    seed=r"\d+",
+    split="train|val|test",
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

@@ -6,6 +6,7 @@
 #   tests/slurm/cluster.sh down     cancel this cluster's jobs, stop its daemons by pid, remove the
 #                                   /etc/slurm links. Safe to call twice or when nothing is up.
 #   tests/slurm/cluster.sh status   exit 0 when the cluster answers, 3 when it does not.
+#   tests/slurm/cluster.sh install  only install the Debian packages (CI's setup step).
 #
 # Environment:
 #   POSYM_SLURM_DIR      scratch folder: config, munge key, state, logs, pid files (default /tmp/posym-slurm)
@@ -352,12 +353,17 @@ cmd_status() {
 
 # --- main ---------------------------------------------------------------------------------------
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+
+cmd_install() {
+    install -d -m 0755 "$DIR" "$LOGS" "$RUN"
+    install_packages
+}
 
 main() {
     local cmd=${1:-}
     case $cmd in
-        up | down | status) ;;
+        up | down | status | install) ;;
         -h | --help | help) usage; return 0 ;;
         *) usage >&2; return 2 ;;
     esac

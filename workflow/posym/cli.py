@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -11,6 +12,9 @@ from pathlib import Path
 import yaml
 
 log = logging.getLogger("posym")
+
+# Analysis modules that add their own subcommands through ``add_cli(subparsers)``.
+EXTENSIONS: tuple[str, ...] = ()
 
 
 def _setup(threads: int | None = None) -> None:
@@ -63,6 +67,17 @@ def cmd_export_samples(args) -> None:
 # --------------------------------------------------------------------------- training
 
 
+def _parse_value(text: str):
+    """A --set value as YAML, except that 3e-3 is a number (YAML 1.1 wants 3.0e-3)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
 def training_settings(args) -> tuple[dict, dict, dict]:
     """(model, train, whole config): schema defaults < --config files < --settings JSON < --set."""
     from . import config as cfg
@@ -80,7 +95,7 @@ def training_settings(args) -> tuple[dict, dict, dict]:
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+        node[leaf] = _parse_value(value)
     full = cfg.validate(merged)
     return full["model"], full["train"], full
 
@@ -228,6 +243,9 @@ def parser() -> argparse.ArgumentParser:
     for name in ("notebooks", "figures", "tables", "data", "checkpoints", "benchmarks"):
         s.add_argument(f"--{name}", nargs="*", default=[])
     s.set_defaults(func=cmd_report)
+
+    for module in EXTENSIONS:
+        importlib.import_module(module).add_cli(sub)
     return p
 
 
@@ -236,10 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     _setup(getattr(args, "threads", None))
     from .config import ConfigError
     from .files import IntegrityError
+    from .report import ReportExists
 
     try:
         args.func(args)
-    except (ConfigError, IntegrityError) as err:
+    except (ConfigError, IntegrityError, ReportExists) as err:
         log.error("%s", err)
         return 2
     return 0

@@ -227,6 +227,7 @@ def build(
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
         }
         write_json(tmp / "manifest.json", info)
+        os.chmod(tmp, 0o755)
         if out.exists():
             out.rmdir()  # the empty directory Snakemake made for the outputs
         os.replace(tmp, out)

@@ -5,22 +5,20 @@ import os
 from posym import config as posym_config
 from posym.provenance import report_version
 
-
 try:
     config.update(posym_config.validate(config))
 except posym_config.ConfigError as err:
     raise WorkflowError(str(err)) from None
 
 
-wildcard_constraints:
-    task="|".join(config["tasks"]),
-    seed=r"\d+",
-    split="train|val|test",
-
-
 REPO = workflow.basedir
 VERSION = report_version(config, REPO)
 REPORT_DIR = f"reports/{VERSION}"
+
+
+def output_dir(wildcards, output):
+    """The folder of a job's first output, for commands that write several files there."""
+    return os.path.dirname(output[0])
 
 
 def notebook(name):
@@ -43,7 +41,9 @@ def split_size(wildcards):
 
 def train_settings():
     """The model and optimisation settings a training job uses, as one JSON argument."""
-    return json.dumps({"model": config["model"], "train": config["train"]}, sort_keys=True)
+    return json.dumps(
+        {"model": config["model"], "train": config["train"]}, sort_keys=True
+    )
 
 
 def final_targets():
@@ -65,3 +65,25 @@ def notebook_parameters(**extra):
         return json.dumps(values, sort_keys=True)
 
     return parameters
+
+
+# Files the report collects, by kind; each topical rules file registers its notebooks' outputs.
+REPORT_FILES = {"notebooks": [], "figures": [], "tables": [], "benchmarks": []}
+_REPORT_KIND = {
+    ".ipynb": "notebooks",
+    ".png": "figures",
+    ".svg": "figures",
+    ".csv": "tables",
+    ".md": "tables",
+}
+
+
+def register_report_outputs(output):
+    """Add a notebook rule's outputs to the report, sorted by file type."""
+    for path in output:
+        REPORT_FILES[_REPORT_KIND[os.path.splitext(path)[1]]].append(path)
+
+
+def register_benchmarks(pattern):
+    """Record the wall times of a per-run benchmark file pattern in the manifest."""
+    REPORT_FILES["benchmarks"].extend(runs(pattern))

@@ -5,13 +5,13 @@ rule split:
     output:
         tensors="results/data/{task}/seed{seed}/{split}.safetensors",
         meta="results/data/{task}/seed{seed}/{split}.json",
-    params:
-        n=split_size,
-        seed=data_seed,
     log:
         "logs/data/{task}/seed{seed}/{split}.log",
     conda:
         "../../envs/training.yaml"
+    params:
+        n=split_size,
+        seed=data_seed,
     shell:
         "posym data --task {wildcards.task} --split {wildcards.split} --n {params.n}"
         " --seed {params.seed} --out {output.tensors} > {log} 2>&1"
@@ -21,14 +21,14 @@ rule length_sets:
     output:
         tensors="results/data/{task}/seed{seed}/length.safetensors",
         meta="results/data/{task}/seed{seed}/length.json",
-    params:
-        seed=data_seed,
-        extra=config["length"]["extra_tokens"],
-        samples=config["length"]["samples"],
     log:
         "logs/data/{task}/seed{seed}/length.log",
     conda:
         "../../envs/training.yaml"
+    params:
+        seed=data_seed,
+        extra=config["length"]["extra_tokens"],
+        samples=config["length"]["samples"],
     shell:
         "posym length-data --task {wildcards.task} --seed {params.seed} --samples {params.samples}"
         " --extra {params.extra} --out {output.tensors} > {log} 2>&1"

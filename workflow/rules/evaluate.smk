@@ -8,13 +8,13 @@ rule evaluate_test:
         data="results/data/{task}/seed{seed}/test.safetensors",
     output:
         "results/eval/{task}/seed{seed}/test.csv",
-    threads: config["threads"]
     log:
         "logs/eval/{task}/seed{seed}/test.log",
     benchmark:
         "results/benchmarks/evaluate_test/{task}-seed{seed}.tsv"
     conda:
         "../../envs/training.yaml"
+    threads: config["threads"]
     shell:
         "posym evaluate --index {input.index} --data {input.data} --out {output}"
         " --threads {threads} > {log} 2>&1"
@@ -26,13 +26,17 @@ rule evaluate_length:
         data="results/data/{task}/seed{seed}/length.safetensors",
     output:
         "results/eval/{task}/seed{seed}/length.csv",
-    threads: config["threads"]
     log:
         "logs/eval/{task}/seed{seed}/length.log",
     benchmark:
         "results/benchmarks/evaluate_length/{task}-seed{seed}.tsv"
     conda:
         "../../envs/training.yaml"
+    threads: config["threads"]
     shell:
         "posym evaluate --index {input.index} --data {input.data} --out {output}"
         " --threads {threads} > {log} 2>&1"
+
+
+register_benchmarks(rules.evaluate_test.benchmark)
+register_benchmarks(rules.evaluate_length.benchmark)

@@ -30,14 +30,17 @@ rule notebook_training:
             labels={"item": "Final test accuracy"},
         ),
         final_md="results/tables/fig2a_final_accuracy.md",
-    params:
-        parameters=notebook_parameters(),
     log:
         "logs/notebooks/training.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        parameters=notebook_parameters(),
     shell:
         "posym notebook {input.notebook} {output.notebook} --parameters {params.parameters:q} > {log} 2>&1"
+
+
+register_report_outputs(rules.notebook_training.output)
 
 
 rule notebook_length:
@@ -60,53 +63,42 @@ rule notebook_length:
             labels={"item": "Fig 5B values"},
         ),
         table_md="results/tables/fig5b_length.md",
-    params:
-        parameters=notebook_parameters(),
     log:
         "logs/notebooks/length.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        parameters=notebook_parameters(),
     shell:
         "posym notebook {input.notebook} {output.notebook} --parameters {params.parameters:q} > {log} 2>&1"
 
 
+register_report_outputs(rules.notebook_length.output)
+
+
 rule report:
     input:
-        notebooks=[rules.notebook_training.output.notebook, rules.notebook_length.output.notebook],
-        figures=[
-            rules.notebook_training.output.figure_png,
-            rules.notebook_training.output.figure_svg,
-            rules.notebook_length.output.figure_png,
-            rules.notebook_length.output.figure_svg,
-        ],
-        tables=[
-            rules.notebook_training.output.table_csv,
-            rules.notebook_training.output.table_md,
-            rules.notebook_training.output.final_csv,
-            rules.notebook_training.output.final_md,
-            rules.notebook_length.output.table_csv,
-            rules.notebook_length.output.table_md,
-        ],
+        notebooks=REPORT_FILES["notebooks"],
+        figures=REPORT_FILES["figures"],
+        tables=REPORT_FILES["tables"],
         data=runs("results/data/{task}/seed{seed}/train.json")
         + runs("results/data/{task}/seed{seed}/test.json")
         + runs("results/data/{task}/seed{seed}/length.json"),
         checkpoints=runs("results/train/{task}/seed{seed}/checkpoints.json"),
-        benchmarks=runs("results/benchmarks/train/{task}-seed{seed}.tsv")
-        + runs("results/benchmarks/evaluate_test/{task}-seed{seed}.tsv")
-        + runs("results/benchmarks/evaluate_length/{task}-seed{seed}.tsv"),
+        benchmarks=REPORT_FILES["benchmarks"],
     output:
         index=protected(f"{REPORT_DIR}/index.html"),
         manifest=protected(f"{REPORT_DIR}/manifest.json"),
-    params:
-        out=REPORT_DIR,
-        version=VERSION,
-        config=json.dumps(config, sort_keys=True),
-        captions=os.path.join(REPO, "workflow", "report"),
-        repo=REPO,
     log:
         "logs/report.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        out=output_dir,
+        version=VERSION,
+        config=json.dumps(config, sort_keys=True),
+        captions=os.path.join(REPO, "workflow", "report"),
+        repo=REPO,
     shell:
         "posym report --out {params.out:q} --version {params.version:q} --config {params.config:q}"
         " --repo {params.repo:q} --captions {params.captions:q}"

@@ -11,17 +11,20 @@ rule train:
         index="results/train/{task}/seed{seed}/checkpoints.json",
         metrics="results/train/{task}/seed{seed}/metrics.csv",
         losses="results/train/{task}/seed{seed}/train_log.csv",
-    params:
-        settings=train_settings(),
-        out="results/train/{task}/seed{seed}",
-    threads: config["threads"]
     log:
         "logs/train/{task}/seed{seed}.log",
     benchmark:
         "results/benchmarks/train/{task}-seed{seed}.tsv"
     conda:
         "../../envs/training.yaml"
+    threads: config["threads"]
+    params:
+        settings=train_settings(),
+        out=output_dir,
     shell:
         "posym train --task {wildcards.task} --seed {wildcards.seed} --train-data {input.train}"
         " --test-data {input.test} --out {params.out} --settings {params.settings:q}"
         " --threads {threads} > {log} 2>&1"
+
+
+register_benchmarks(rules.train.benchmark)

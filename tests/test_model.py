@@ -1,0 +1,150 @@
+"""The model is GPT-J: same logits as HF's GPTJForCausalLM, RoPE convention, hooks, packing."""
+
+import math
+
+import pytest
+import torch
+
+from posym import checkpoints
+from posym.model import MemberDropout, ModelConfig, PosymModel, Rope, attention
+
+transformers = pytest.importorskip("transformers")
+
+
+def hf_model_from(directory):
+    return transformers.GPTJForCausalLM.from_pretrained(directory).eval()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(vocab_size=137),  # paper A: 12 layers, one 128-dim head, full RoPE
+        dict(vocab_size=50, n_layer=3, n_head=4, d_model=64, rotary_dim=8, d_mlp=96),  # partial RoPE, several heads
+    ],
+)
+def test_logits_equal_hf_gptj_loaded_from_a_checkpoint(tmp_path, settings):
+    model = PosymModel(ModelConfig(**settings)).initialise([3]).eval()
+    # Perturb biases and LayerNorms, which initialise to constants, so that every weight is exercised.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "bias" in name or "ln" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    directory = checkpoints.write_checkpoint(tmp_path, 0, model, 0, [str(i) for i in range(settings["vocab_size"])], {"eval": [], "log": []})
+    hf = hf_model_from(directory)
+    ids = torch.randint(0, settings["vocab_size"], (5, 17), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        theirs = hf(input_ids=ids).logits
+        ours_all = model(ids, last_only=False)
+        ours_last = model(ids)
+        ours_explicit = model(ids, last_only=False, hooks={"blocks.0.attn.hook_pattern": lambda t: None})
+    assert torch.allclose(ours_all, theirs, atol=1e-5, rtol=0)
+    assert torch.allclose(ours_last, theirs[:, -1], atol=1e-5, rtol=0)
+    assert torch.allclose(ours_explicit, theirs, atol=1e-5, rtol=0)
+
+
+def test_checkpoint_round_trip_gives_the_same_model(tmp_path):
+    model = PosymModel(ModelConfig(vocab_size=20, n_layer=2, d_model=16)).initialise([1]).eval()
+    directory = checkpoints.write_checkpoint(tmp_path, 50, model, 0, list("abcdefghijklmnopqrst"), {"eval": [], "log": []})
+    loaded, vocab = checkpoints.load_model(directory)
+    ids = torch.randint(0, 20, (3, 9))
+    assert vocab == list("abcdefghijklmnopqrst")
+    assert torch.equal(loaded(ids), model(ids))
+
+
+def test_rope_rotates_plane_k_by_g_k_per_position():
+    # Paper A numbers planes from 1: g_k = 10000^(-2(k-1)/128).
+    rope = Rope(head_dim=128, rotary_dim=128)
+    for k in (1, 2, 10, 42, 64):
+        g_k = 10000 ** (-2 * (k - 1) / 128)
+        assert rope.frequencies[k - 1].item() == pytest.approx(g_k, rel=1e-6)
+        for position in (0, 1, 7, 16, 1000):
+            x = torch.zeros(1, 128)
+            x[0, 2 * (k - 1)] = 1.0  # the first dimension of plane k (interleaved pairs)
+            rotated = rope.rotate(x, torch.tensor([position]))[0]
+            angle = position * g_k
+            assert rotated[2 * (k - 1)].item() == pytest.approx(math.cos(angle), abs=1e-4)
+            assert rotated[2 * (k - 1) + 1].item() == pytest.approx(math.sin(angle), abs=1e-4)
+            others = torch.cat([rotated[: 2 * (k - 1)], rotated[2 * k :]])
+            assert torch.count_nonzero(others) == 0
+    assert rope.frequencies[1].item() == pytest.approx(0.8660, abs=1e-4)  # Table 1's ID 2
+
+
+def test_rope_logits_depend_on_relative_position_only():
+    rope = Rope(head_dim=8, rotary_dim=8)
+    q, k = torch.randn(1, 8), torch.randn(1, 8)
+
+    def logit(i, j):
+        return (rope.rotate(q, torch.tensor([i])) * rope.rotate(k, torch.tensor([j]))).sum().item()
+
+    assert logit(5, 2) == pytest.approx(logit(105, 102), abs=1e-4)
+    assert logit(5, 2) != pytest.approx(logit(5, 3), abs=1e-4)
+
+
+def test_packed_members_equal_their_single_models():
+    config = ModelConfig(vocab_size=30, n_layer=2, d_model=32)
+    packed = PosymModel(config, members=3).initialise([0, 1, 2]).eval()
+    ids = torch.randint(0, 30, (3, 4, 11))
+    logits = packed(ids)
+    for m, seed in enumerate([0, 1, 2]):
+        single = PosymModel(config).initialise([seed]).eval()
+        assert torch.allclose(logits[m], single(ids[m]), atol=1e-6)
+        assert torch.equal(packed.member(m).wte, single.wte)
+
+
+def test_hooks_expose_causal_patterns_and_can_edit_them():
+    model = PosymModel(ModelConfig(vocab_size=30, n_layer=3, d_model=32)).initialise([0]).eval()
+    ids = torch.randint(0, 30, (2, 9))
+    names = [f"blocks.{l}.{h}" for l in range(3) for h in ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_attn_scores", "attn.hook_pattern")]
+    cache = model.run_with_cache(ids, names)
+    pattern = cache["blocks.1.attn.hook_pattern"]
+    assert pattern.shape == (1, 2, 1, 9, 9)
+    assert torch.allclose(pattern.sum(-1), torch.ones(1, 2, 1, 9))
+    assert torch.count_nonzero(torch.triu(pattern[0, :, 0], diagonal=1)) == 0
+    # Running block 1 alone on its residual input gives the same pattern.
+    alone = model.attention_pattern(1, cache["blocks.1.hook_resid_pre"])
+    assert torch.allclose(alone, pattern, atol=1e-6)
+    # Editing a pattern through a hook changes the output.
+    uniform = lambda p: torch.tril(torch.ones_like(p)) / torch.tril(torch.ones_like(p)).sum(-1, keepdim=True)  # noqa: E731
+    assert not torch.allclose(model(ids), model(ids, hooks={"blocks.0.attn.hook_pattern": uniform}))
+    with pytest.raises(KeyError):
+        model.run_with_cache(ids, ["blocks.7.attn.hook_pattern"])
+
+
+@pytest.mark.parametrize("position", ["nope", "alibi"])
+def test_other_position_schemes_run_through_the_same_attention(position):
+    model = PosymModel(ModelConfig(vocab_size=30, n_layer=2, d_model=32, n_head=2, position=position)).initialise([0]).eval()
+    ids = torch.randint(0, 30, (2, 7))
+    fused, explicit = model(ids, last_only=False), model(ids, last_only=False, hooks={"blocks.0.attn.hook_pattern": lambda t: None})
+    assert torch.allclose(fused, explicit, atol=1e-5)
+
+
+def test_nope_attention_is_permutation_equivariant_over_keys():
+    # Without positions, permuting the keys/values before the query leaves the last query's output unchanged.
+    q, k, v = torch.randn(1, 1, 6, 4), torch.randn(1, 1, 6, 4), torch.randn(1, 1, 6, 4)
+    from posym.model import NoPE
+
+    positions = torch.arange(6)
+    out = attention(q, k, v, NoPE(), positions, positions)
+    perm = torch.tensor([3, 1, 4, 0, 2, 5])
+    permuted = attention(q, k[:, :, perm], v[:, :, perm], NoPE(), positions, positions)
+    assert torch.allclose(out[..., -1, :], permuted[..., -1, :], atol=1e-6)
+
+
+def test_dropout_masks_are_reproducible_and_keep_the_expected_share():
+    x = torch.ones(2, 1000, 100)
+    a = MemberDropout([torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)])(x, 0.1)
+    b = MemberDropout([torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)])(x, 0.1)
+    assert torch.equal(a, b)
+    kept = (a > 0).float().mean(dim=(1, 2))
+    assert torch.allclose(kept, torch.tensor([0.9, 0.9]), atol=0.005)
+    assert not torch.equal(a[0], a[1])  # members draw from their own generators
+    assert a.mean().item() == pytest.approx(1.0, abs=0.01)  # kept values are rescaled
+
+
+def test_config_rejects_impossible_shapes():
+    with pytest.raises(ValueError, match="n_head"):
+        ModelConfig(vocab_size=10, d_model=30, n_head=4)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        ModelConfig(vocab_size=10, d_model=32, rotary_dim=3)
+    with pytest.raises(ValueError, match="position"):
+        ModelConfig(vocab_size=10, position="sinusoid")

@@ -1,0 +1,140 @@
+"""The real Snakemake DAG on the tiny config: report contents, reruns, lint and format."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posym import paper
+
+REPO = Path(__file__).parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+
+
+def snakemake(workdir, *args, configfiles=(TINY,), check=True):
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2"]
+    command += ["--configfile", *map(str, configfiles), *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def planned_jobs(result) -> dict[str, int]:
+    """Rule -> job count from the 'Job stats' table of a dry run."""
+    text = result.stdout + result.stderr
+    table = text.split("Job stats:")[1] if "Job stats:" in text else ""
+    counts = {}
+    for line in table.splitlines():
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("tiny")
+    snakemake(workdir)
+    return workdir
+
+
+def report_dir(workdir) -> Path:
+    (version,) = [p for p in (workdir / "reports").iterdir() if p.is_dir()]
+    return version
+
+
+def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
+    report = report_dir(tiny_run)
+    for stem in ("fig2a_accuracy", "fig5b_length"):
+        assert (report / "figures" / f"{stem}.png").stat().st_size > 1000
+        assert (report / "figures" / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
+    for stem in ("fig2a_crossings", "fig2a_final_accuracy", "fig5b_length"):
+        assert (report / "tables" / f"{stem}.csv").is_file()
+        assert (report / "tables" / f"{stem}.md").read_text().startswith("| ")
+    for name in ("training.ipynb", "length.ipynb"):
+        executed = json.loads((report / "notebooks" / name).read_text())
+        assert not executed["metadata"]["papermill"]["exception"]
+        assert any(cell.get("outputs") for cell in executed["cells"] if cell["cell_type"] == "code")
+    html = (report / "index.html").read_text()
+    assert 'src="figures/fig2a_accuracy.png"' in html and 'src="figures/fig5b_length.png"' in html
+    for item in paper.ITEMS:
+        assert f"<td>{item['id']}</td>" in html
+    assert html.count(">rendered</a>") >= 2 and "not yet" in html
+
+
+def test_length_table_sets_ours_beside_the_paper(tiny_run):
+    import pandas as pd
+
+    table = pd.read_csv(report_dir(tiny_run) / "tables" / "fig5b_length.csv")
+    assert set(table["task"]) == {"number", "letter"}
+    assert sorted(table["extra_tokens"].unique()) == [0, 20, 60]
+    assert {"ours", "paper"} <= set(table.columns)
+    assert table["paper"].notna().all()
+
+
+def test_manifest_records_provenance(tiny_run):
+    report = report_dir(tiny_run)
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["version"] == report.name
+    assert manifest["config"]["train"]["steps"] == 60
+    assert manifest["packages"]["torch"].startswith("2.13.0")
+    assert len(manifest["data"]) == 6  # train, test and length sets of two tasks
+    assert all(len(entry["sha256"]) == 64 for entry in manifest["data"].values())
+    runs = manifest["checkpoints"]
+    assert len(runs) == 2 and all([c["step"] for c in r["checkpoints"]] == [0, 20, 40, 60] for r in runs.values())
+    assert manifest["total_wall_seconds"] > 0 and len(manifest["wall_seconds"]) == 6
+    assert set(manifest["files"]) >= {"index.html", "figures/fig2a_accuracy.png", "tables/fig5b_length.csv"}
+    assert re.fullmatch(r".+-cfg[0-9a-f]{10}", report.name)
+
+
+def test_nothing_to_do_on_a_second_run(tiny_run):
+    result = snakemake(tiny_run, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_changing_the_length_grid_reruns_evaluation_only(tiny_run, tmp_path):
+    changed = tmp_path / "grid.yaml"
+    changed.write_text(yaml.safe_dump({"length": {"extra_tokens": [0, 30]}}))
+    result = snakemake(tiny_run, "-n", configfiles=(TINY, changed))
+    jobs = planned_jobs(result)
+    assert set(jobs) == {"length_sets", "evaluate_length", "notebook_length", "report", "all"}
+    assert "Params have changed since last execution" in result.stdout + result.stderr
+
+
+def test_changing_a_training_setting_retrains(tiny_run, tmp_path):
+    changed = tmp_path / "lr.yaml"
+    changed.write_text(yaml.safe_dump({"train": {"learning_rate": 1.0e-3}}))
+    jobs = planned_jobs(snakemake(tiny_run, "-n", configfiles=(TINY, changed)))
+    assert jobs["train"] == 2 and "split" not in jobs
+    assert {"evaluate_test", "evaluate_length", "notebook_training", "notebook_length", "report"} <= set(jobs)
+
+
+def test_snakemake_report_builds(tiny_run):
+    snakemake(tiny_run, "--report", "report.zip")
+    assert (tiny_run / "report.zip").stat().st_size > 10_000
+
+
+def test_existing_report_version_is_never_overwritten(tiny_run):
+    report = report_dir(tiny_run)
+    for name in ("index.html", "manifest.json"):  # Snakemake refuses to rerun a job over protected outputs
+        assert (report / name).stat().st_mode & 0o222 == 0
+    before = {p: p.read_bytes() for p in report.rglob("*") if p.is_file()}
+    again = subprocess.run(
+        ["posym", "report", "--out", str(report), "--version", report.name, "--config", "{}", "--figures", *map(str, (report / "figures").iterdir())],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode != 0 and "never overwritten" in again.stderr
+    assert {p: p.read_bytes() for p in report.rglob("*") if p.is_file()} == before
+
+
+def test_lint_and_format_are_clean():
+    lint = subprocess.run(["snakemake", "--lint", "--configfile", str(TINY)], cwd=REPO, capture_output=True, text=True)
+    assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    fmt = subprocess.run(["snakefmt", "--check", "Snakefile", "workflow/rules"], cwd=REPO, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stderr

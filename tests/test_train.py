@@ -1,0 +1,165 @@
+"""The trainer learns, is deterministic, resumes bit-identically after a real kill, refuses bad files."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from posym import checkpoints, tasks
+from posym.files import IntegrityError, sha256_file
+from posym.model import ModelConfig
+from posym.train import Run, TrainConfig, Trainer, learning_rate, load_index, train
+
+TINY_MODEL = ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=32)
+TINY_TRAIN = TrainConfig(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
+
+
+def one_hop(task, n, seed):
+    """The 1-hop samples among n generated ones (a quarter, by the balancing)."""
+    data = tasks.generate(task, n, seed)
+    return data.select(np.flatnonzero(data.hops == 1))
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    return tasks.generate("number", 2048, 42), tasks.generate("number", 256, 7)
+
+
+@pytest.mark.parametrize("task", ["number", "letter"])
+def test_two_layers_learn_one_hop_data(tmp_path, task):
+    vocab = tasks.vocabulary(task)
+    run = Run(seed=0, train=one_hop(task, 48_000, 42), test=one_hop(task, 2_000, 9), out=tmp_path)
+    model = ModelConfig(vocab_size=len(vocab), n_layer=2, d_model=128, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
+    config = TrainConfig(steps=240, batch_size=128, learning_rate=1e-3, warmup_steps=20, checkpoint_every=120, eval_samples=None, device="cpu", log_every=60)
+    train([run], model, config, list(vocab.tokens))
+    metrics = pd.read_csv(tmp_path / "metrics.csv", dtype={"hop": str})
+    final = metrics[(metrics["step"] == 240) & (metrics["hop"] == "all")]["accuracy"].item()
+    assert final >= 0.99
+
+
+def test_learning_rate_schedule_matches_hf(small_data):
+    from transformers import get_linear_schedule_with_warmup
+
+    config = TrainConfig(steps=100, warmup_steps=10, learning_rate=1e-3)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    schedule = get_linear_schedule_with_warmup(optimizer, 10, 100)
+    for step in range(100):
+        assert learning_rate(step, config) == pytest.approx(optimizer.param_groups[0]["lr"], abs=1e-12)
+        optimizer.step()
+        schedule.step()
+
+
+def test_same_seed_same_weights_and_metrics(tmp_path, small_data):
+    train_data, test_data = small_data
+    outs = []
+    for name in ("a", "b"):
+        train([Run(seed=5, train=train_data, test=test_data, out=tmp_path / name)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+        outs.append(tmp_path / name)
+    for step in (0, 20, 40):
+        files = [checkpoints.step_dir(o / "checkpoints", step) / "model.safetensors" for o in outs]
+        assert sha256_file(files[0]) == sha256_file(files[1])
+    assert (outs[0] / "metrics.csv").read_bytes() == (outs[1] / "metrics.csv").read_bytes()
+    other = tmp_path / "c"
+    train([Run(seed=6, train=train_data, test=test_data, out=other)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    assert sha256_file(other / "checkpoints/step-000040/model.safetensors") != sha256_file(outs[0] / "checkpoints/step-000040/model.safetensors")
+
+
+def test_index_lists_every_checkpoint_and_keeps_resume_state_in_the_newest_only(tmp_path, small_data):
+    train_data, test_data = small_data
+    train([Run(seed=0, train=train_data, test=test_data, out=tmp_path)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    index = load_index(tmp_path / "checkpoints.json")
+    assert [c["step"] for c in index["checkpoints"]] == [0, 20, 40]
+    states = [checkpoints.has_trainer_state(d) for _, d in checkpoints.list_checkpoints(tmp_path / "checkpoints")]
+    assert states == [False, False, True]
+    metrics = pd.read_csv(tmp_path / "metrics.csv", dtype={"hop": str})
+    assert sorted(metrics["hop"].unique()) == ["1", "2", "3", "4", "all"]
+    assert metrics.groupby("step")["n"].max().tolist() == [128, 128, 128]
+
+
+def _train_command(out, steps):
+    return [
+        sys.executable, "-m", "posym.cli", "train", "--task", "number", "--seed", "3", "--out", str(out), "--threads", "1",
+        "--set", "data.train_samples=8192", "--set", "data.test_samples=256", "--set", "length.samples=64", "--set", "model.n_layer=2",
+        "--set", "model.d_model=32", "--set", f"train.steps={steps}", "--set", "train.checkpoint_every=30",
+        "--set", "train.eval_samples=128", "--set", "train.warmup_steps=10", "--set", "train.device=cpu",
+        "--set", "train.learning_rate=3e-3", "--set", "train.batch_size=32", "--set", "train.log_every=30",
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_resume_after_kill_is_bit_identical(tmp_path):
+    steps = 240
+    reference = tmp_path / "reference"
+    subprocess.run(_train_command(reference, steps), check=True, capture_output=True)
+
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen(_train_command(interrupted, steps), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (interrupted / "checkpoints" / "step-000090").exists():
+        assert process.poll() is None, "training ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (interrupted / "checkpoints.json").exists()
+
+    resumed = subprocess.run(_train_command(interrupted, steps), check=True, capture_output=True, text=True)
+    resumed_from = int(resumed.stderr.split("resuming from step ")[1].split()[0])
+    assert resumed_from >= 90
+    for step in range(0, steps + 1, 30):
+        ours = checkpoints.step_dir(interrupted / "checkpoints", step) / "model.safetensors"
+        theirs = checkpoints.step_dir(reference / "checkpoints", step) / "model.safetensors"
+        assert sha256_file(ours) == sha256_file(theirs), f"step {step} differs"
+    assert (interrupted / "metrics.csv").read_bytes() == (reference / "metrics.csv").read_bytes()
+    assert (interrupted / "train_log.csv").read_bytes() == (reference / "train_log.csv").read_bytes()
+
+
+def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog):
+    train_data, test_data = small_data
+    run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
+    train([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    changed = TrainConfig(**{**TINY_TRAIN.to_dict(), "learning_rate": 1e-3, "betas": tuple(TINY_TRAIN.betas)})
+    trainer = Trainer([run], TINY_MODEL, changed, tasks.vocabulary("number").tokens)
+    assert trainer.resume_step() == 0
+    assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
+    assert "other settings or data" in caplog.text
+
+
+def test_corrupt_checkpoints_are_refused_with_the_file_name(tmp_path, small_data):
+    train_data, test_data = small_data
+    run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
+    train([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    newest = checkpoints.step_dir(tmp_path / "checkpoints", 40)
+
+    state = newest / "trainer_state.safetensors"
+    state.write_bytes(state.read_bytes()[:-100])  # truncated
+    with pytest.raises(IntegrityError, match="trainer_state.safetensors"):
+        Trainer([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens).resume_step()
+
+    weights = checkpoints.step_dir(tmp_path / "checkpoints", 20) / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte
+    weights.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="step-000020/model.safetensors"):
+        checkpoints.load_model(weights.parent)
+    with pytest.raises(IntegrityError, match="step-000020"):
+        load_index(tmp_path / "checkpoints.json")
+
+    (checkpoints.step_dir(tmp_path / "checkpoints", 0) / "checksums.json").unlink()
+    with pytest.raises(IntegrityError, match="checksums.json"):
+        checkpoints.load_model(checkpoints.step_dir(tmp_path / "checkpoints", 0))
+
+
+def test_no_pickle_loading_anywhere_in_the_package():
+    package = Path(__file__).parents[1] / "workflow" / "posym"
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for forbidden in ("torch.load(", "pickle.load", "allow_pickle=True", "np.load("):
+            assert forbidden not in text, f"{path.name} uses {forbidden}"
