@@ -84,3 +84,12 @@ def test_snakemake_stops_before_any_job(tmp_path, values, key):
     assert result.returncode != 0
     assert f"'{key}'" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_sections_limit_the_errors_to_the_keys_a_command_uses():
+    values = {"data": {"test_samples": 256}, "train": {"eval_samples": 128}}  # length.samples (1000) now too large
+    with pytest.raises(config.ConfigError, match="length.samples"):
+        config.validate(values)
+    assert config.validate(values, sections=("data", "model", "train"))["data"]["test_samples"] == 256
+    with pytest.raises(config.ConfigError, match="train.eval_samples"):
+        config.validate({"data": {"test_samples": 100}}, sections=("data", "model", "train"))

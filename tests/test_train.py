@@ -86,7 +86,7 @@ def test_index_lists_every_checkpoint_and_keeps_resume_state_in_the_newest_only(
 def _train_command(out, steps):
     return [
         sys.executable, "-m", "posym.cli", "train", "--task", "number", "--seed", "3", "--out", str(out), "--threads", "1",
-        "--set", "data.train_samples=8192", "--set", "data.test_samples=256", "--set", "length.samples=64", "--set", "model.n_layer=2",
+        "--set", "data.train_samples=8192", "--set", "data.test_samples=256", "--set", "model.n_layer=2",
         "--set", "model.d_model=32", "--set", f"train.steps={steps}", "--set", "train.checkpoint_every=30",
         "--set", "train.eval_samples=128", "--set", "train.warmup_steps=10", "--set", "train.device=cpu",
         "--set", "train.learning_rate=3e-3", "--set", "train.batch_size=32", "--set", "train.log_every=30",

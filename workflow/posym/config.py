@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -57,8 +58,12 @@ def _describe(error) -> str:
     return f"config key '{_key(error.absolute_path)}': {error.message}"
 
 
-def validate(config: dict | None) -> dict:
-    """Return a copy of ``config`` with defaults filled in; raise ConfigError naming every bad key."""
+def validate(config: dict | None, sections: tuple[str, ...] | None = None) -> dict:
+    """Return a copy of ``config`` with defaults filled in; raise ConfigError naming every bad key.
+
+    ``sections`` limits the errors to keys under those top-level sections (``posym train`` checks
+    data, model and train only, so an unrelated default cannot stop it).
+    """
     if config is None:
         config = {}
     if not isinstance(config, dict):
@@ -68,6 +73,8 @@ def validate(config: dict | None) -> dict:
     problems = [_describe(e) for e in errors]
     if not problems:
         problems = _cross_checks(filled)
+    if sections is not None:
+        problems = [p for p in problems if any(p.startswith(f"config key '{name}") for name in sections)]
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return filled
@@ -94,6 +101,15 @@ def _cross_checks(c: dict) -> list[str]:
         rotary = model["rotary_dim"]
         if rotary is not None and (rotary > head or rotary % 2):
             problems.append(f"config key 'model.rotary_dim': {rotary} must be even and at most the head size {head}")
+    if c["geometry"]["layer"] >= model["n_layer"]:
+        problems.append(f"config key 'geometry.layer': {c['geometry']['layer']} is not a layer of a {model['n_layer']}-layer model")
+    theory = c["theory"]
+    # Thm 3.1 needs 0 < theta < omega / (2 n0) with omega = 2 pi / |ALPH| for Retrieval to be exact.
+    limit = math.pi / (theory["alphabet"] * theory["max_length"])
+    if theory["theta_retrieval"] >= limit:
+        problems.append(f"config key 'theory.theta_retrieval': {theory['theta_retrieval']} must be below pi / (alphabet * max_length) = {limit:.4g}")
+    if c["discrepancy"]["samples"] > c["length"]["samples"]:
+        problems.append(f"config key 'discrepancy.samples': {c['discrepancy']['samples']} exceeds length.samples={c['length']['samples']}")
     return problems
 
 

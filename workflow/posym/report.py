@@ -18,7 +18,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from . import paper
+from . import claims, paper
 from .files import read_json, sha256_file, write_json, write_text
 from .provenance import code_version, package_versions
 
@@ -28,12 +28,29 @@ class ReportExists(RuntimeError):
 
 
 @dataclass
+class _Artifact:
+    """A figure or table with its caption (and, for tables, the rendered HTML)."""
+
+    path: Path
+    caption: str
+    html: str = ""
+
+    @property
+    def name(self):
+        return self.path.name
+
+    @property
+    def stem(self):
+        return self.path.stem
+
+
+@dataclass
 class Section:
     key: str
     title: str
     content: str
-    figures: list[Path] = field(default_factory=list)
-    tables: list[Path] = field(default_factory=list)
+    figures: list[_Artifact] = field(default_factory=list)
+    tables: list[_Artifact] = field(default_factory=list)
 
 
 def _esc(value) -> str:
@@ -104,7 +121,22 @@ def manifest(
     }
 
 
-def render(title: str, version: str, sections: list[Section], notebooks: list[Path], manifest_data: dict, status: dict[str, bool]) -> str:
+def render(
+    title: str,
+    version: str,
+    sections: list[Section],
+    notebooks: list[Path],
+    manifest_data: dict,
+    status: dict[str, bool],
+    claim_summary: pd.DataFrame,
+) -> str:
+    claim_rows = []
+    for c in claim_summary.itertuples(index=False):
+        anchor = f'<a href="#claims">{_esc(c.verdict)}</a>' if c.verdict != "not tested" else "not tested"
+        claim_rows.append(
+            f"<tr><td>{_esc(c.claim)}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td>"
+            f"<td>{_esc(c.ours)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{anchor}</td></tr>"
+        )
     rows = []
     for item in paper.ITEMS:
         rendered = status.get(item["key"], False)
@@ -114,6 +146,10 @@ def render(title: str, version: str, sections: list[Section], notebooks: list[Pa
         f"<h1>{_esc(title)}</h1>",
         f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
         f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a></p>",
+        "<h2 id=\"summary\">Paper A's claims (spec §A12)</h2>",
+        "<table class=\"table\"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>",
+        *claim_rows,
+        "</tbody></table>",
         "<h2 id=\"checklist\">Paper A: tables and figures</h2>",
         "<table class=\"table\"><thead><tr><th>item</th><th>content</th><th>status</th></tr></thead><tbody>",
         *rows,
@@ -140,27 +176,13 @@ def render(title: str, version: str, sections: list[Section], notebooks: list[Pa
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
         "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
         ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
+        ".verdict-pass{color:#1e7b34}.verdict-fail{color:#b03a2e}.verdict-partly{color:#b9770e}"
         "figcaption{font-size:0.9em;color:#444}"
     )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{_esc(title)}</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
-
-
-@dataclass
-class _Artifact:
-    path: Path
-    caption: str
-    html: str = ""
-
-    @property
-    def name(self):
-        return self.path.name
-
-    @property
-    def stem(self):
-        return self.path.stem
 
 
 def build(
@@ -186,7 +208,9 @@ def build(
     info = manifest(version=version, config=config, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks)
 
     pngs = [f for f in figures if f.suffix == ".png"]
-    csvs = [t for t in tables if t.suffix == ".csv"]
+    csvs = [t for t in tables if t.suffix == ".csv" and not t.name.startswith("claims_")]
+    claim_tables = sorted(t for t in tables if t.suffix == ".csv" and t.name.startswith("claims_"))
+    claim_summary = claims.summary([pd.read_csv(t, dtype=str, keep_default_na=False) for t in claim_tables])
     fig_groups, fig_other = group_by_item(pngs)
     tab_groups, tab_other = group_by_item(csvs)
     sections, status = [], {}
@@ -204,6 +228,17 @@ def build(
                     [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in tabs],
                 )
             )
+    if claim_tables:
+        sections.insert(
+            0,
+            Section(
+                "claims",
+                "Claim checks",
+                "Each check of spec §A12 per task and seed; with several seeds a row per check says how many pass.",
+                [],
+                [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in claim_tables],
+            ),
+        )
     if fig_other or tab_other:
         sections.append(
             Section(
@@ -222,7 +257,7 @@ def build(
             (tmp / folder).mkdir()
             for path in paths:
                 shutil.copy2(path, tmp / folder / path.name)
-        write_text(tmp / "index.html", render(title, version, sections, notebooks, info, status))
+        write_text(tmp / "index.html", render(title, version, sections, notebooks, info, status, claim_summary))
         info["files"] = {
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
         }

@@ -259,6 +259,23 @@ class Trainer:
         log.info("step %d checkpoint written; test accuracy %s", step, overall)
 
     # ------------------------------------------------------------------ loop
+    def step(self, step: int) -> torch.Tensor:
+        """One optimizer step at 0-based ``step``; returns each member's loss."""
+        pairs = [b(step) for b in self.batches]
+        ids = torch.stack([p[0] for p in pairs]).to(self.device)
+        labels = torch.stack([p[1] for p in pairs]).to(self.device)
+        lr = learning_rate(step, self.config)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        logits = self.model(ids, dropout=self.dropout)
+        losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
+        losses.sum().backward()
+        if self.config.max_grad_norm is not None:
+            _clip_per_member(self.model, self.config.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return losses.detach()
+
     def train(self) -> None:
         c = self.config
         start = self.resume_step()
@@ -269,26 +286,14 @@ class Trainer:
         segment_start = window_start = time.perf_counter()
         window_steps = 0
         for step in range(start, c.steps):
-            pairs = [b(step) for b in self.batches]
-            ids = torch.stack([p[0] for p in pairs]).to(self.device)
-            labels = torch.stack([p[1] for p in pairs]).to(self.device)
-            lr = learning_rate(step, c)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            logits = self.model(ids, dropout=self.dropout)
-            losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
-            losses.sum().backward()
-            if c.max_grad_norm is not None:
-                _clip_per_member(self.model, c.max_grad_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            losses = self.step(step)
             done = step + 1
             window_steps += 1
             if done % c.log_every == 0 or done == c.steps:
                 now = time.perf_counter()
                 rate = window_steps * c.batch_size * self.members / (now - window_start)
                 eta = (c.steps - done) * c.batch_size * self.members / rate
-                values = losses.detach().cpu().tolist()
+                values, lr = losses.cpu().tolist(), learning_rate(step, c)
                 for m, value in enumerate(values):
                     logs[m].append({"step": done, "loss": value, "lr": lr})
                 log.info(

@@ -1,0 +1,54 @@
+"""Claim verdict tables and the report's claims summary."""
+
+import pandas as pd
+
+from posym import claims
+
+
+def test_seed_summary_counts_only_tested_seeds_and_needs_all_to_pass():
+    rows = [
+        claims.row("A-4", "layers 0-3: ID <= 3", "L0 1", "ID <= 3", True, task="number", seed=0),
+        claims.row("A-4", "layers 0-3: ID <= 3", "L0 9", "ID <= 3", False, task="number", seed=1),
+        claims.row("A-4", "layers 0-3: ID <= 3", "-", "ID <= 3", None, task="number", seed=2),
+        claims.row("A-4", "layer 0 in 10-30", "L0 18", "10-30", True, task="letter", seed=0),
+        claims.row("A-4", "layer 0 in 10-30", "L0 19", "10-30", True, task="letter", seed=1),
+    ]
+    table = claims.with_seed_summary(rows).set_index(["task", "seed"])
+    assert table.loc[("number", claims.ALL_SEEDS), "measured"] == "1 of 2 seeds pass"
+    assert table.loc[("number", claims.ALL_SEEDS), "verdict"] == "fail"
+    assert table.loc[("letter", claims.ALL_SEEDS), "verdict"] == "pass"
+    assert len(table) == 7
+
+
+def test_single_seed_tables_get_no_summary_row():
+    table = claims.with_seed_summary([claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="number", seed=0)])
+    assert table["seed"].tolist() == ["0"]
+
+
+def test_summary_covers_every_claim_and_grades_mixed_results():
+    a1 = claims.with_seed_summary(
+        [
+            claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="number", seed=0),
+            claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="letter", seed=0),
+        ]
+    )
+    a5 = claims.with_seed_summary(
+        [
+            claims.row("A-5", "letter >= 0.9 at 500", "0.95", ">= 0.9", True, seed=0),
+            claims.row("A-5", "letter >= 0.9 at 500", "0.80", ">= 0.9", False, seed=1),
+            claims.row("A-5", "number <= 0.85 at 100", "0.5", "<= 0.85", True, seed=0),
+            claims.row("A-5", "number <= 0.85 at 100", "0.6", "<= 0.85", True, seed=1),
+        ]
+    )
+    summary = claims.summary([a1, a5]).set_index("claim")
+    assert list(summary.index) == [f"A-{i}" for i in range(1, 8)]
+    assert summary.loc["A-1", "verdict"] == "pass" and summary.loc["A-1", "ours"] == "2 of 2 checks pass"
+    assert summary.loc["A-5", "verdict"] == "partly" and summary.loc["A-5", "ours"] == "1 of 2 checks pass"
+    assert summary.loc["A-3", "verdict"] == "not tested"
+
+
+def test_summary_reads_tables_back_from_csv(tmp_path):
+    path = tmp_path / "claims_A6.csv"
+    claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True)]).to_csv(path, index=False)
+    summary = claims.summary([pd.read_csv(path, dtype=str, keep_default_na=False)]).set_index("claim")
+    assert summary.loc["A-6", "verdict"] == "pass"
