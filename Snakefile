@@ -25,6 +25,9 @@ wildcard_constraints:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/scores.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/llm.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -14,7 +14,15 @@ import yaml
 log = logging.getLogger("posym")
 
 # Analysis modules that add their own subcommands through ``add_cli(subparsers)``.
-EXTENSIONS: tuple[str, ...] = ()
+EXTENSIONS: tuple[str, ...] = (
+    "posym.scores",
+    "posym.flow",
+    "posym.theory",
+    "posym.frequency",
+    "posym.geometry",
+    "posym.discrepancy",
+    "posym.llm",
+)
 
 
 def _setup(threads: int | None = None) -> None:
@@ -96,7 +104,7 @@ def training_settings(args) -> tuple[dict, dict, dict]:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = _parse_value(value)
-    full = cfg.validate(merged)
+    full = cfg.validate(merged, sections=("data", "model", "train"))
     return full["model"], full["train"], full
 
 
@@ -148,8 +156,14 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_notebook(args) -> None:
+    import os
+
     import papermill
 
+    # The kernel inherits these: notebooks are light, and two kernels with two threads each
+    # on two cores slow everything down by orders of magnitude (OpenMP threads spin).
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(args.threads)
     parameters = json.loads(args.parameters) if args.parameters else {}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(args.notebook), str(args.output), parameters=parameters, kernel_name="python3", progress_bar=False)
@@ -232,6 +246,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("notebook", type=Path)
     s.add_argument("output", type=Path)
     s.add_argument("--parameters", help="JSON object of notebook parameters")
+    s.add_argument("--threads", type=int, default=1, help="CPU threads of the notebook's kernel")
     s.set_defaults(func=cmd_notebook)
 
     s = sub.add_parser("report", help="assemble a versioned report directory")

@@ -65,3 +65,125 @@ ITEMS = [
     {"id": "Table 4", "content": "Compute resources", "key": "table4"},
     {"id": "Listing 1", "content": "Index / Retrieval / Reflexive pseudocode", "key": "listing1"},
 ]
+
+# ------------------------------------------------------------------------- scores and purity (§A5)
+
+# §A5 [FIG, Fig. 2B]: final positional / symbolic score and normalised entropy of the plotted layers
+# ("→ 0" read as 0), and what the paper says about when they converge.
+SCORES_FINAL = pd.DataFrame(
+    [
+        {"task": "number", "layer": 1, "positional": 0.99, "symbolic": 0.00, "entropy_norm": 0.00, "note": "symbolic drops at ~1.8–2.75k"},
+        {"task": "number", "layer": 5, "positional": 0.00, "symbolic": 0.99, "entropy_norm": 0.02, "note": ""},
+        {"task": "number", "layer": 11, "positional": 0.00, "symbolic": 0.99, "entropy_norm": 0.00, "note": ""},
+        {"task": "letter", "layer": 1, "positional": 0.00, "symbolic": 0.99, "entropy_norm": 0.00, "note": "positional collapses at ~1.3–1.8k"},
+        {"task": "letter", "layer": 5, "positional": 0.00, "symbolic": 0.99, "entropy_norm": 0.00, "note": ""},
+        {"task": "letter", "layer": 11, "positional": 0.03, "symbolic": 0.99, "entropy_norm": 0.00, "note": "symbolic dips to ≈0.2 around 1–2k, then 0.99 by ≈3.6k"},
+    ]
+)
+
+# §A5: at initialisation every layer has positional ≈ symbolic ≈ 0.98–0.99 and normalised entropy ≈ 1.
+SCORES_INITIAL = {"low": 0.98, "high": 0.99, "entropy_norm": 1.0}
+
+# §A5 [FIG, Fig. 2C; its γ is not stated]: first step at which the cumulative count of pure heads
+# reaches ``count``. ``layer`` is the head the spec lists for that count (Number positional: L1, L0,
+# L2, L3 in that order); the spec gives no per-count layers for the symbolic curves.
+PURITY_STEPS = pd.DataFrame(
+    [
+        {"task": "number", "kind": "positional", "count": 1, "step": 2450, "layer": 1},
+        {"task": "number", "kind": "positional", "count": 2, "step": 2600, "layer": 0},
+        {"task": "number", "kind": "positional", "count": 3, "step": 3250, "layer": 2},
+        {"task": "number", "kind": "positional", "count": 4, "step": 4500, "layer": 3},
+        {"task": "number", "kind": "symbolic", "count": 1, "step": 2750, "layer": None},
+        {"task": "number", "kind": "symbolic", "count": 7, "step": 2950, "layer": None},
+        {"task": "number", "kind": "symbolic", "count": 8, "step": 3000, "layer": None},
+        {"task": "letter", "kind": "symbolic", "count": 1, "step": 1550, "layer": None},
+        {"task": "letter", "kind": "symbolic", "count": 11, "step": 2850, "layer": None},
+    ]
+).astype({"layer": "Int64"})
+
+# §A5 [FIG, Fig. 2C and Fig. 7]: the pure heads at the end of training (space-separated layer ids).
+# Number: L0–L3 positional, L4–L11 symbolic. Letter: none positional, L1–L11 symbolic (L0 never pure).
+PURITY_FINAL = pd.DataFrame(
+    [
+        {"task": "number", "kind": "positional", "count": 4, "heads": "0 1 2 3"},
+        {"task": "number", "kind": "symbolic", "count": 8, "heads": " ".join(map(str, range(4, 12)))},
+        {"task": "letter", "kind": "positional", "count": 0, "heads": ""},
+        {"task": "letter", "kind": "symbolic", "count": 11, "heads": " ".join(map(str, range(1, 12)))},
+    ]
+)
+
+# ------------------------------------------------------------------ RoPE frequency use and theory (§A7, §A9)
+
+# §A7 [PAPER, Table 1]: softmax-weighted frequency ID (1-indexed) and its frequency, per layer 0..11.
+_TABLE1 = {
+    "number": [(1, 1.0000), (2, 0.8660), (2, 0.8660), (2, 0.8660), (10, 0.2738), (39, 0.0042),
+               (38, 0.0049), (38, 0.0049), (38, 0.0049), (37, 0.0056), (37, 0.0056), (38, 0.0049)],
+    "letter": [(18, 0.0866), (32, 0.0115), (42, 0.0027), (37, 0.0056), (40, 0.0037), (38, 0.0049),
+               (41, 0.0032), (38, 0.0049), (41, 0.0032), (39, 0.0042), (38, 0.0049), (40, 0.0037)],
+}  # fmt: skip
+TABLE1 = pd.DataFrame(
+    [
+        {"task": task, "layer": layer, "id": id_, "frequency": frequency}
+        for task, rows in _TABLE1.items()
+        for layer, (id_, frequency) in enumerate(rows)
+    ]
+)
+
+# §A9 [FIG, Fig. 5A, verified]: the plotted discrepancy bounds. Index, θ = 0.8: the 1 − cos θ plateau (0.303) up to
+# n = 8, then 2π²/n² (0.2437 at n = 9). Retrieval, θ = θ_42 = 0.0027, |ALPH| = 8: 0.291 at n = 1 falling to 0.131 at n = 99.
+FIG5A = pd.DataFrame(
+    [{"function": "index", "theta": 0.8, "n": n, "value": 0.303} for n in range(1, 9)]
+    + [
+        {"function": "index", "theta": 0.8, "n": 9, "value": 0.2437},
+        {"function": "retrieval", "theta": 0.0027, "n": 1, "value": 0.291},
+        {"function": "retrieval", "theta": 0.0027, "n": 99, "value": 0.131},
+    ]
+)
+
+# ------------------------------------------------------------------ frontier-LLM probes and compute (§A10.2, §0)
+
+# §A10.2 [PAPER, Table 3]: accuracy of the 1-hop probes, mean (sd) over 5 runs, per target-window size W. Table 3
+# omits W = 150; those points are read from Fig. 5C [FIG] and have no sd. Fig. 5D has no Claude point at 150.
+LLM_MODELS = ("GPT 5.4", "GPT 5.5", "Claude Sonnet 3.7")
+_TABLE3 = [  # W, then (mean, sd) for GPT 5.4 number, letter; GPT 5.5 number, letter; Claude Sonnet 3.7 number, letter
+    (12, (.98, .01), (.96, .01), (.55, .02), (.87, .02), (.40, .02), (.92, .03)),
+    (16, (.87, .01), (.98, .01), (.56, .03), (.95, .01), (.34, .03), (.89, .02)),
+    (24, (.73, .03), (1.0, .01), (.42, .03), (.96, .02), (.22, .02), (.88, .03)),
+    (32, (.45, .03), (.99, .00), (.23, .01), (.96, .01), (.15, .02), (.88, .02)),
+    (48, (.17, .03), (.99, .01), (.21, .03), (.77, .01), (.11, .01), (.80, .02)),
+    (64, (.14, .03), (.98, .01), (.12, .02), (.84, .02), (.08, .03), (.87, .02)),
+    (80, (.10, .02), (.96, .01), (.10, .02), (.75, .01), (.06, .01), (.89, .02)),
+    (100, (.08, .02), (.85, .05), (.07, .02), (.66, .04), (.06, .02), (.86, .03)),
+    (150, (.06, None), (.61, None), (.07, None), (.56, None), None, None),
+    (200, (.08, .01), (.52, .03), (.06, .01), (.55, .01), (.05, .01), (.77, .02)),
+    (300, (.06, .01), (.40, .06), (.04, .01), (.50, .03), (.05, .01), (.80, .05)),
+]  # fmt: skip
+LLM_ACCURACY = pd.DataFrame(
+    [
+        {
+            "model": model,
+            "task": task,
+            "window": window,
+            "accuracy": cell[0],
+            "sd": float("nan") if cell[1] is None else cell[1],
+            "source": "Fig 5C" if window == 150 else "Table 3",
+        }
+        for window, *cells in _TABLE3
+        for (model, task), cell in zip([(m, t) for m in LLM_MODELS for t in ("number", "letter")], cells)
+        if cell is not None
+    ]
+)
+# §A11: which models each LLM figure shows.
+LLM_FIGURES = {"fig5c": ("GPT 5.4", "GPT 5.5"), "fig5d": ("Claude Sonnet 3.7",)}
+
+# §0 Corrections 1 [PAPER, App. I, Table 4]: training took 55 min for both tasks together, not per task; the scores
+# cost 5 GPU-h (attention weights) plus 8.5 CPU-h (metrics) per model.
+COMPUTE_HARDWARE = "3× RTX A5000 24 GB + AMD EPYC 7282"
+COMPUTE = pd.DataFrame(
+    [
+        {"stage": "training", "task": "number", "duration": "28 min 30 s", "seconds": 28 * 60 + 30},
+        {"stage": "training", "task": "letter", "duration": "26 min 29 s", "seconds": 26 * 60 + 29},
+        {"stage": "scores: attention weights", "task": "per model", "duration": "5 GPU-h", "seconds": 5 * 3600},
+        {"stage": "scores: metrics", "task": "per model", "duration": "8.5 CPU-h", "seconds": int(8.5 * 3600)},
+    ]
+)

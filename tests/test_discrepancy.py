@@ -1,0 +1,129 @@
+"""Discrepancy of trained heads on extended inputs (spec §A9 end) and the claim A-5 verdicts (spec §A12)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from posym import discrepancy, tasks
+from posym.model import ModelConfig, PosymModel
+
+
+@pytest.fixture(scope="module")
+def model():
+    return (
+        PosymModel(ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=32))
+        .initialise([5])
+        .eval()
+    )
+
+
+def test_last_query_scores_are_the_logits_fed_to_softmax(model):
+    tokens = tasks.length_extension_set("number", 8, extra=30, seed=1).tokens
+    scores = discrepancy.last_query_scores(model, tokens)
+    cache = model.run_with_cache(
+        torch.as_tensor(tokens, dtype=torch.long), [f"blocks.{l}.attn.hook_attn_scores" for l in (0, 1)]
+    )
+    for layer in (0, 1):
+        assert np.allclose(
+            scores[:, layer], cache[f"blocks.{layer}.attn.hook_attn_scores"][0, :, :, -1].numpy(), atol=1e-5
+        )
+
+
+def test_batches_do_not_change_the_scores(model, monkeypatch):
+    tokens = tasks.length_extension_set("number", 8, extra=10, seed=2).tokens
+    whole = discrepancy.last_query_scores(model, tokens)
+    monkeypatch.setattr(discrepancy, "SCORES_PER_BATCH", 27 * 27 * 3)  # three inputs per batch
+    assert np.allclose(discrepancy.last_query_scores(model, tokens), whole, atol=1e-6)
+
+
+def test_head_statistics_on_known_logits():
+    scores = np.full((3, 1, 1, 5), -1.0)
+    scores[0, 0, 0, [2, 4]] = [3.0, 1.0]  # peak on 2, gap 2
+    scores[1, 0, 0, [1, 2]] = [0.5, 0.0]  # peak on 1, gap 0.5
+    scores[2, 0, 0, [2, 3]] = [2.0, 1.9]  # peak on 2, gap 0.1
+    stats = discrepancy.head_statistics(scores, target_pos=np.array([2, 1, 0]), next_hop=np.array([2, 2, 2])).iloc[0]
+    assert stats["next_hop_hit"] == pytest.approx(2 / 3)
+    assert stats["target_hit"] == pytest.approx(2 / 3)
+    assert (stats["gap_max"], stats["gap_median"], stats["gap_min"]) == pytest.approx((2.0, 0.5, 0.1))
+
+
+def test_discrepancy_table_covers_every_length_layer_and_head(model):
+    sets = {f"extra{x}": tasks.length_extension_set("number", 16, extra=x, seed=3) for x in (0, 20)}
+    table = discrepancy.discrepancy_table(model, sets, samples=8)
+    assert table[["extra_tokens", "length"]].drop_duplicates().values.tolist() == [[0, 17], [20, 37]]
+    assert len(table) == 2 * 2 and (table["n"] == 8).all()
+    assert (table["gap_min"] <= table["gap_median"]).all() and (table["gap_median"] <= table["gap_max"]).all()
+
+
+def test_hop_balanced_takes_the_first_of_each_hop_count():
+    data = tasks.generate_split("letter", "test", size=64)
+    chosen = discrepancy.hop_balanced(data, 8)
+    assert np.bincount(chosen.hops, minlength=5)[1:].tolist() == [2, 2, 2, 2]
+
+
+def test_retrieving_head_is_the_one_whose_peak_lands_on_the_next_hop_on_the_shortest_set():
+    rows = []
+    for extra in (0, 100):
+        for layer, hit in ((0, 0.2), (1, 0.9), (2, 0.6)):
+            rows.append(
+                {
+                    "task": "number",
+                    "seed": 0,
+                    "extra_tokens": extra,
+                    "layer": layer,
+                    "head": 0,
+                    "next_hop_hit": hit if extra == 0 else 1 - hit,
+                    "target_hit": 0.0,
+                }
+            )
+    table = pd.DataFrame(rows)
+    assert discrepancy.retrieving_heads(table)[["layer", "head"]].values.tolist() == [[1, 0]]
+    curves = discrepancy.retrieving_head_curves(table)
+    assert curves["layer"].tolist() == [1, 1] and curves["extra_tokens"].tolist() == [0, 100]
+
+
+# ------------------------------------------------------------------------------------------ claim A-5
+
+
+def length_frame(curves: dict[tuple[str, int], dict[int, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"task": task, "seed": seed, "extra_tokens": x, "hop": "all", "accuracy": acc}
+            for (task, seed), curve in curves.items()
+            for x, acc in curve.items()
+        ]
+    )
+
+
+PAPER_LIKE = {
+    ("letter", 0): {0: 0.999, 100: 0.998, 200: 0.99, 300: 0.99, 500: 0.96, 800: 0.89, 900: 0.88},
+    ("number", 0): {0: 0.996, 100: 0.74, 200: 0.64, 300: 0.47, 500: 0.31, 800: 0.25, 900: 0.23},
+}
+
+
+def test_claims_a5_pass_on_the_papers_curves_and_interpolate_850():
+    claims = discrepancy.claims_a5(length_frame(PAPER_LIKE), seeds=[0])
+    per_seed = claims[claims["seed"] == "0"].set_index("check")
+    assert (per_seed["verdict"] == "pass").all(), per_seed
+    assert per_seed.loc["letter accuracy at x = 850 ≥ 0.85", "measured"] == "0.885 (interpolated)"
+
+
+def test_claims_a5_fail_and_falsify_when_number_generalises():
+    curves = {
+        **PAPER_LIKE,
+        ("number", 1): {x: 0.999 for x in PAPER_LIKE[("number", 0)]},
+        ("letter", 1): PAPER_LIKE[("letter", 0)],
+    }
+    table = discrepancy.claims_a5(length_frame(curves), seeds=[0, 1]).set_index(["check", "seed"])
+    claims = table["verdict"]
+    assert claims[("number accuracy at x = 300 ≤ 0.55", "1")] == "fail"
+    assert claims[("no measured x ≥ 100 with number ≥ letter (falsifier)", "1")] == "fail"
+    assert claims[("letter − number ≥ 0.3 at every measured x ≥ 200", "all")] == "fail"
+    assert table["measured"][("letter − number ≥ 0.3 at every measured x ≥ 200", "all")] == "1 of 2 seeds pass"
+
+
+def test_claims_a5_without_long_lengths_or_a_task_are_not_tested():
+    short = {("letter", 0): {0: 1.0, 50: 1.0}}
+    claims = discrepancy.claims_a5(length_frame(short), seeds=[0])
+    assert set(claims["verdict"]) == {"not tested"}

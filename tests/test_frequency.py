@@ -1,0 +1,168 @@
+"""RoPE frequency use (spec §A7, claim A-4): plane frequencies, per-plane max logit, weighted ID, Table 1 checks."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from posym import frequency, paper, tasks
+from posym.model import ModelConfig, PosymModel
+
+
+def test_frequency_ids_are_1_indexed_as_in_table1():
+    assert frequency.id_frequency(1) == 1.0
+    assert round(float(frequency.id_frequency(2)), 4) == 0.8660
+    assert round(float(frequency.id_frequency(10)), 4) == 0.2738
+    assert round(float(frequency.id_frequency(42)), 4) == 0.0027
+    table = paper.TABLE1
+    assert np.allclose(frequency.id_frequency(table["id"]), table["frequency"], atol=5e-5)
+
+
+def test_the_models_rope_turns_plane_k_by_g_k_per_position():
+    """Through the model's own hook: a sequence of one repeated token has the same pre-RoPE query at every
+    position, so plane k (dims 2k−2, 2k−1) of the post-RoPE query at position p is position 0's turned by p·g_k."""
+    model = PosymModel(ModelConfig(vocab_size=5, n_layer=1)).initialise([0]).eval()
+    q = model.run_with_cache(torch.full((1, 20), 3), ["blocks.0.attn.hook_q"])["blocks.0.attn.hook_q"][0, 0, 0]
+    planes = torch.view_as_complex(q.double().reshape(20, 64, 2).contiguous())
+    use = frequency.frequency_use(model, np.full((1, 20), 3), "test")
+    for k in (1, 2, 10, 42, 64):
+        g_k = 10000 ** (-2 * (k - 1) / 128)
+        turned = planes[:, k - 1] / planes[0, k - 1]
+        expected = torch.exp(1j * g_k * torch.arange(20, dtype=torch.float64))
+        assert torch.allclose(turned, expected, atol=1e-4)
+        assert use.loc[use["id"] == k, "frequency"].item() == pytest.approx(g_k, rel=1e-6)
+
+
+def test_weighted_id_on_synthetic_curves():
+    u = np.zeros(64)
+    assert frequency.weighted_id(u) == pytest.approx(32.5)
+    u[1] = 50.0
+    assert frequency.weighted_id(u) == pytest.approx(2.0, abs=1e-12)
+    u[3] = 50.0
+    assert frequency.weighted_id(u) == pytest.approx(3.0, abs=1e-12)
+    # temperature 1 on the raw values: a peak of 2 above a flat floor barely moves ID* from the middle
+    flat = np.zeros(64)
+    flat[0] = 2.0
+    assert 28 < frequency.weighted_id(flat) < 32.5
+
+
+def one_plane_model(plane_id: int, layers: int = 2) -> PosymModel:
+    """A model whose queries and keys live on RoPE plane ``plane_id`` (1-indexed) alone, in every layer."""
+    model = PosymModel(ModelConfig(vocab_size=12, n_layer=layers, d_model=16)).initialise([1]).eval()
+    generator = torch.Generator().manual_seed(2)
+    dims = slice(2 * plane_id - 2, 2 * plane_id)
+    with torch.no_grad():
+        for block in model.blocks:
+            projection = 3.0 * torch.randn(2, 16, generator=generator)
+            block.q_weight.zero_()
+            block.k_weight.zero_()
+            block.q_weight[0, dims] = projection
+            block.k_weight[0, dims] = projection
+    return model
+
+
+@pytest.mark.parametrize("plane_id", [1, 3, 8])
+def test_frequency_analysis_recovers_the_plane_a_hand_built_model_uses(plane_id):
+    model = one_plane_model(plane_id)
+    tokens = np.random.default_rng(0).integers(1, 12, size=(40, 17))
+    use = frequency.frequency_use(model, tokens, "test")
+    assert len(use) == 2 * 8  # layers x planes (head dim 16)
+    assert (use.loc[use["id"] != plane_id, "use"] == 0).all()
+    ids = frequency.weighted_ids(use)
+    assert ids["id"].tolist() == [plane_id, plane_id]
+    assert np.allclose(ids["weighted_id"], plane_id, atol=0.05)
+
+
+def test_max_plane_logits_are_the_largest_plane_share_of_the_logit():
+    """The per-plane contributions of one key add up to its unscaled logit (hook_attn_scores × √d_head)."""
+    model = PosymModel(ModelConfig(vocab_size=12, n_layer=1, d_model=16)).initialise([4]).eval()
+    tokens = np.random.default_rng(1).integers(1, 12, size=(3, 9))
+    u = frequency.max_plane_logits(model, tokens)  # (N, L, H, P)
+    cache = model.run_with_cache(
+        torch.as_tensor(tokens), ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_attn_scores"]
+    )
+    q, k = cache["blocks.0.attn.hook_q"][0, :, 0, -1], cache["blocks.0.attn.hook_k"][0, :, 0]
+    shares = (q[:, None, :] * k).reshape(3, 9, 8, 2).sum(-1)  # (N, keys, planes)
+    assert torch.allclose(shares.sum(-1), cache["blocks.0.attn.hook_attn_scores"][0, :, 0, -1] * 4.0, atol=1e-5)
+    assert np.allclose(u[:, 0, 0], shares.amax(dim=1).numpy(), atol=1e-6)
+
+
+def test_the_fig3_inputs_are_valid_samples():
+    for task, (label, hops, target) in {"number": ("n", 4, 2), "letter": ("a2", 3, 4)}.items():
+        ids = frequency.example_tokens(task).astype(np.uint8)
+        data = tasks.TaskData(
+            task,
+            tokens=ids,
+            labels=np.array([tasks.vocabulary(task).index(label)], dtype=np.uint8),
+            hops=np.array([hops], dtype=np.uint8),
+            target_pos=np.array([target], dtype=np.int32),
+        )
+        tasks.validate(data)
+
+
+# ---------------------------------------------------------------------------------------- Table 1, A-4
+
+
+def synthetic_use(task: str, seed: int, ids_by_layer: list[int]) -> pd.DataFrame:
+    """Frequency use whose softmax-weighted ID is ``ids_by_layer[layer]`` (one sharp peak per layer)."""
+    rows = []
+    for layer, peak in enumerate(ids_by_layer):
+        for plane in range(1, 65):
+            rows.append(
+                {
+                    "inputs": "test",
+                    "layer": layer,
+                    "head": 0,
+                    "id": plane,
+                    "frequency": float(frequency.id_frequency(plane)),
+                    "use": 60.0 * (plane == peak),
+                }
+            )
+    return pd.DataFrame(rows).assign(task=task, seed=seed)
+
+
+PAPER_IDS = {task: paper.TABLE1[paper.TABLE1["task"] == task]["id"].tolist() for task in tasks.TASKS}
+
+
+def test_table1_matches_the_paper_when_the_curves_do():
+    use = pd.concat([synthetic_use(task, 0, PAPER_IDS[task]) for task in tasks.TASKS])
+    table = frequency.table1(use)
+    assert (table["ID (per seed)"].astype(int) == table["paper ID"]).all()
+    assert np.allclose(table["frequency"], table["paper frequency"], atol=5e-5)
+
+
+def test_claims_a4_per_seed_and_over_seeds():
+    number_bad = list(PAPER_IDS["number"])
+    number_bad[1] = 20  # a positional layer on a slow frequency
+    use = pd.concat(
+        [
+            synthetic_use("number", 0, PAPER_IDS["number"]),
+            synthetic_use("letter", 0, PAPER_IDS["letter"]),
+            synthetic_use("number", 1, number_bad),
+            synthetic_use("letter", 1, PAPER_IDS["letter"]),
+        ]
+    )
+    claims = frequency.claims_a4(use, seeds=[0, 1])
+    verdict = claims.set_index(["check", "seed"])["verdict"]
+    assert verdict[("number layers 0–3: ID ≤ 3", "0")] == "pass"
+    assert verdict[("number layers 0–3: ID ≤ 3", "1")] == "fail"
+    measured = claims.set_index(["check", "seed"])["measured"]
+    assert verdict[("number layers 0–3: ID ≤ 3", "all")] == "fail"
+    assert measured[("number layers 0–3: ID ≤ 3", "all")] == "1 of 2 seeds pass"
+    assert verdict[("letter layer 0: 10 ≤ ID ≤ 30", "all")] == "pass"
+    assert measured[("letter layer 0: 10 ≤ ID ≤ 30", "all")] == "2 of 2 seeds pass"
+    assert measured[("number layers 5–11: ID ≥ 30", "all")] == "2 of 2 seeds pass"
+
+
+def test_claims_a4_leave_missing_layers_and_tasks_untested():
+    use = synthetic_use("number", 0, [1, 2])  # a two-layer Number model only
+    verdict = frequency.claims_a4(use, seeds=[0]).set_index(["check", "seed"])["verdict"]
+    assert verdict[("number layers 0–3: ID ≤ 3", "0")] == "pass"
+    assert verdict[("number layers 5–11: ID ≥ 30", "0")] == "not tested"
+    assert verdict[("letter layer 0: 10 ≤ ID ≤ 30", "0")] == "not tested"
+
+
+def test_a_nope_model_is_refused():
+    model = PosymModel(ModelConfig(vocab_size=12, n_layer=1, d_model=16, position="nope")).initialise([0])
+    with pytest.raises(ValueError, match="RoPE"):
+        frequency.max_plane_logits(model, np.ones((1, 5), dtype=np.int64))

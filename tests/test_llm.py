@@ -1,0 +1,426 @@
+"""The LLM probe runner (spec §A10.2, claim A-7) on tiny models and a stub endpoint built here; nothing is fetched."""
+
+import json
+import string
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pandas as pd
+import pytest
+import torch
+
+from posym import claims, cli, llm, paper, probes
+
+transformers = pytest.importorskip("transformers")
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matrices on a shared 2-core machine: a second thread only contends."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    """``posym llm-probe`` whether or not the CLI lists this module yet."""
+    monkeypatch.setattr(cli, "EXTENSIONS", tuple(dict.fromkeys((*cli.EXTENSIONS, "posym.llm"))))
+
+
+def build_tokenizer():
+    """Word-level tokenizer over the probe prompts' pieces, with digits split off: ``" c2"`` → ``▁c`` + ``2``, so
+    Letter candidates take two tokens and Number candidates one (both scoring paths run)."""
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Digits(individual_digits=True)])
+    texts = [probes.render_prompt(task, text.split()) for task in probes.PROMPTS for text, _ in probes.FEW_SHOT[task]]
+    pieces = {piece for text in texts for piece, _ in pre.pre_tokenize_str(text)}
+    pieces |= {f"{p}{c}" for p in ("", "▁", '▁"') for c in string.ascii_lowercase + string.digits} | {"▁"}
+    core = Tokenizer(
+        models.WordLevel({t: i for i, t in enumerate(["[UNK]", "</s>", *sorted(pieces)])}, unk_token="[UNK]")
+    )
+    core.pre_tokenizer, core.decoder = pre, decoders.Metaspace()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", eos_token="</s>")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory, tokenizer):
+    """A randomly initialised 2-layer RoPE model (Llama) saved with its tokenizer."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=None, eos_token_id=1, pad_token_id=None,
+    )  # fmt: skip
+    path = tmp_path_factory.mktemp("llama")
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def always_a_dir(tmp_path_factory, tokenizer):
+    """A GPT-2 whose next token is always ``▁a``: the final LayerNorm outputs its bias e_0 at every position and the
+    untied head maps e_0 to a logit of 10 for ``▁a`` and 0 for every other token."""
+    config = transformers.GPT2Config(
+        vocab_size=len(tokenizer),
+        n_layer=1,
+        n_embd=16,
+        n_head=2,
+        n_positions=1024,
+        tie_word_embeddings=False,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.zero_()
+        model.transformer.ln_f.bias[0] = 1.0
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tokenizer.convert_tokens_to_ids("▁a"), 0] = 10.0
+    path = tmp_path_factory.mktemp("always_a")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def probe(tmp_path, *source, runs=("0", "1"), name="out"):
+    """Run ``posym llm-probe`` on 3 items per window (12 and 16) and run; the two output tables."""
+    items, summary = tmp_path / f"{name}_items.csv", tmp_path / f"{name}_summary.csv"
+    argv = ["llm-probe", *source, "--windows", "12", "16", "--runs", *runs, "--items", "3", "--threads", "1"]
+    assert cli.main(argv + ["--out-items", str(items), "--out-summary", str(summary)]) == 0
+    return items, summary
+
+
+# ------------------------------------------------------------------------------------------ local models
+
+
+def test_local_model_end_to_end_is_well_formed_and_deterministic(tmp_path, llama_dir):
+    items_csv, summary_csv = probe(tmp_path, "--model", str(llama_dir), name="first")
+    again_items, again_summary = probe(tmp_path, "--model", str(llama_dir), name="second")
+    assert items_csv.read_bytes() == again_items.read_bytes() and summary_csv.read_bytes() == again_summary.read_bytes()
+
+    items = llm.read_items(items_csv)
+    assert list(items.columns) == llm.ITEM_COLUMNS and len(items) == 2 * 2 * 2 * 3
+    assert set(items["model"]) == {llama_dir.name}
+    for row in items.itertuples():
+        item = probes.probe_items(row.task, row.window, 3, seed=row.run)[row.item]
+        assert row.answer == item["answer"]
+        assert row.restricted in item["tokens"][:-1]  # always a window token
+        assert row.greedy_correct == (row.greedy == row.answer) and row.restricted_correct == (
+            row.restricted == row.answer
+        )
+
+    summary = pd.read_csv(summary_csv)
+    assert list(summary.columns) == llm.SUMMARY_COLUMNS and len(summary) == 2 * 2 * 2
+    pd.testing.assert_frame_equal(summary, llm.summarise(items), check_dtype=False)
+    assert summary["accuracy"].between(0, 1).all() and (summary["runs"] == 2).all() and (summary["items"] == 3).all()
+
+
+def test_cached_candidate_scores_equal_full_forward_passes(llama_dir):
+    local = llm.load_local_model(llama_dir)
+    item = probes.probe_items("letter", 12, 1, seed=4)[0]
+    text = local.prompt_text(item["prompt"])
+    prompt_ids = local.prompt_ids(text)
+    conts = llm.continuations(local, text, llm.window_candidates(item))
+    assert {len(c) for c in conts} == {2}  # "▁c" + "2": the multi-token path
+    with torch.no_grad():
+        out = local.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+        first = torch.log_softmax(out.logits[0, -1], dim=-1)
+        cached = llm.candidate_scores(local, out.past_key_values, first, conts)
+        for k, cont in enumerate(conts):
+            logits = local.model(input_ids=torch.tensor([prompt_ids + cont])).logits[0]
+            logprobs = torch.log_softmax(logits, dim=-1)
+            direct = sum(float(logprobs[len(prompt_ids) - 1 + j, token]) for j, token in enumerate(cont))
+            assert cached[k] == pytest.approx(direct, abs=1e-4)
+
+
+def test_continuations_match_tokenising_the_whole_prompt(llama_dir):
+    local = llm.load_local_model(llama_dir)
+    item = probes.probe_items("number", 24, 1, seed=2)[0]
+    text = local.prompt_text(item["prompt"])
+    prompt_ids = local.tokenizer(text)["input_ids"]
+    candidates = llm.window_candidates(item)
+    whole = [local.tokenizer(text + " " + c)["input_ids"][len(prompt_ids) :] for c in candidates]
+    assert llm.continuations(local, text, candidates) == whole
+
+
+def rigged_items(task, window, n_items=3, seed=0):
+    """Items whose answer is known: window 1, the answer is ``a`` (Number) or the one token starting with ``a``
+    (Letter); window 2, the answer is ``b`` or starts with ``b``, while an ``a`` token is in the window."""
+    rows = []
+    for k in range(n_items):
+        if task == "number":
+            tokens = ["c", "a", "d", "2"] if window == 1 else ["b", "a", "d", "3"]
+        else:
+            tokens = ["c4", f"a{k + 1}", "d2", "xa"] if window == 1 else [f"b{k + 1}", "a5", "d2", "xb"]
+        rows.append(
+            {
+                "task": task,
+                "window": window,
+                "tokens": tokens,
+                "answer": probes.solve(task, tokens),
+                "prompt": probes.render_prompt(task, tokens),
+            }
+        )
+    return rows
+
+
+def test_scoring_reaches_exactly_one_and_zero_on_a_model_with_a_known_answer(always_a_dir, monkeypatch):
+    monkeypatch.setattr(probes, "probe_items", rigged_items)
+    local = llm.load_local_model(always_a_dir)
+    items = llm.run_probes(llm.local_answerer(local, 4), "always-a", ["number", "letter"], [1, 2], [0, 1], 3)
+    assert set(items["greedy"]) == {"a"}  # "a a a a" cut to its first word
+    accuracy = llm.summarise(items).set_index(["task", "window", "method"])["accuracy"]
+    assert accuracy[("number", 1, "greedy")] == 1.0 and accuracy[("number", 1, "restricted")] == 1.0
+    assert accuracy[("number", 2, "greedy")] == 0.0 and accuracy[("number", 2, "restricted")] == 0.0
+    assert accuracy[("letter", 1, "greedy")] == 0.0  # "a" is not "a1"
+    assert accuracy[("letter", 1, "restricted")] == 1.0  # only the answer starts with "▁a"
+    assert accuracy[("letter", 2, "restricted")] == 0.0
+
+
+def test_chat_template_wraps_the_prompt_and_drops_the_separator(llama_dir, tmp_path, tokenizer):
+    chat_dir = tmp_path / "chat"
+    chat_dir.mkdir()
+    for path in llama_dir.iterdir():
+        (chat_dir / path.name).write_bytes(path.read_bytes())
+    templated = build_tokenizer()
+    templated.chat_template = "{% for m in messages %}<user> {{ m['content'] }} </user>{% endfor %} <bot>"
+    templated.save_pretrained(chat_dir)
+    assert not llm.load_local_model(chat_dir, chat_template="off").chat
+    local = llm.load_local_model(chat_dir)
+    assert local.chat and local.separator == ""
+    assert local.prompt_text("Task: x") == "<user> Task: x </user> <bot>"
+    with pytest.raises(llm.ProbeError, match="no chat template"):
+        llm.load_local_model(llama_dir, chat_template="on")
+
+
+def test_missing_model_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="not a directory"):
+        llm.cmd_llm_probe(
+            cli.parser().parse_args(
+                ["llm-probe", "--model", str(tmp_path / "nope"), "--out-items", "a", "--out-summary", "b"]
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "reply, answer",
+    [
+        ("c2", "c2"),
+        (" y\n", "y"),
+        ("'y'.", "y"),
+        ('"k7"', "k7"),
+        ("**o** because", "o"),
+        ("`x4`", "x4"),
+        ("", ""),
+        ("  \n", ""),
+    ],
+)
+def test_parse_answer(reply, answer):
+    assert llm.parse_answer(reply) == answer
+
+
+# ---------------------------------------------------------------------------------------- HTTP endpoint
+
+
+class StubEndpoint(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that answers each probe correctly (as ``'answer'.``), after failing
+    with the statuses queued in ``server.failures`` (a "sleep" entry stalls past the client's timeout)."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        if self.server.failures:
+            failure = self.server.failures.pop(0)
+            if failure == "sleep":
+                time.sleep(0.6)
+                return
+            self.send_response(failure)
+            if failure == 429:
+                self.send_header("Retry-After", "3")
+            self.end_headers()
+            self.wfile.write(b'{"error": "try later"}')
+            return
+        sequence = body["messages"][0]["content"].rsplit('Input: "', 1)[1].split('"')[0].split()
+        task = "number" if sequence[-1].isdigit() else "letter"
+        reply = {"choices": [{"message": {"role": "assistant", "content": f"'{probes.solve(task, sequence)}'."}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubEndpoint)
+    server.requests, server.failures = [], []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def client(server, **kwargs):
+    delays = []
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return (
+        llm.EndpointClient(base_url=base, model="stub", api_key="k", retries=3, sleep=delays.append, **kwargs),
+        delays,
+    )
+
+
+def test_endpoint_probe_end_to_end(endpoint, tmp_path, monkeypatch):
+    monkeypatch.setenv("POSYM_LLM_URL", f"http://127.0.0.1:{endpoint.server_address[1]}/v1")
+    monkeypatch.setenv("POSYM_LLM_KEY", "secret")
+    items_csv, summary_csv = probe(tmp_path, "--endpoint-model", "stub-model", runs=("0",))
+    assert len(endpoint.requests) == 2 * 2 * 3
+    prompts = {
+        item["prompt"] for task in probes.PROMPTS for w in (12, 16) for item in probes.probe_items(task, w, 3, seed=0)
+    }
+    for request in endpoint.requests:
+        assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer secret"
+        body = request["body"]
+        assert body["model"] == "stub-model" and body["temperature"] == 0 and body["max_tokens"] == 5
+        assert body["messages"][0]["role"] == "user" and body["messages"][0]["content"] in prompts
+    items = llm.read_items(items_csv)
+    assert (
+        items["greedy_correct"].all() and items["restricted"].eq("").all() and items["restricted_correct"].isna().all()
+    )
+    summary = pd.read_csv(summary_csv)
+    assert (
+        set(summary["method"]) == {"greedy"}
+        and (summary["accuracy"] == 1.0).all()
+        and set(summary["model"]) == {"stub-model"}
+    )
+
+
+def test_endpoint_retries_with_exponential_backoff(endpoint):
+    endpoint.failures[:] = [500, 429, 503]
+    stub, delays = client(endpoint)
+    assert stub.complete(probes.render_prompt("number", ["a", "b", "1"])) == "'b'."
+    assert len(endpoint.requests) == 4
+    assert delays == [1.0, 3.0, 4.0]  # 1·2⁰; max(1·2¹, Retry-After 3); 1·2²
+
+
+def test_endpoint_retries_a_timeout(endpoint):
+    endpoint.failures[:] = ["sleep"]
+    stub, delays = client(endpoint, timeout=0.2)
+    assert stub.complete(probes.render_prompt("number", ["a", "b", "2"])) == "'a'."
+    assert len(delays) == 1
+
+
+def test_endpoint_gives_up_after_the_retry_limit(endpoint):
+    endpoint.failures[:] = [503] * 10
+    stub, delays = client(endpoint)
+    with pytest.raises(llm.EndpointError, match="gave up after 4 attempts; last: HTTP 503"):
+        stub.complete("hello")
+    assert len(endpoint.requests) == 4 and delays == [1.0, 2.0, 4.0]
+
+
+def test_endpoint_does_not_retry_a_refusal(endpoint):
+    endpoint.failures[:] = [401]
+    stub, delays = client(endpoint)
+    with pytest.raises(llm.EndpointError, match="HTTP 401"):
+        stub.complete("hello")
+    assert len(endpoint.requests) == 1 and delays == []
+
+
+def test_endpoint_needs_its_url_in_the_environment(monkeypatch):
+    monkeypatch.delenv("POSYM_LLM_URL", raising=False)
+    with pytest.raises(llm.EndpointError, match=r"\$POSYM_LLM_URL is not set"):
+        llm.EndpointClient.from_environment("m", "POSYM_LLM_URL", "POSYM_LLM_KEY")
+
+
+# ------------------------------------------------------------------------- Fig 5C/D, Table 3, claim A-7
+
+
+def test_published_table3_holds_every_point():
+    table = paper.LLM_ACCURACY
+    assert sorted(table["window"].unique()) == list(probes.PROBE_WINDOWS)
+    assert table.groupby("model").size().to_dict() == {"GPT 5.4": 22, "GPT 5.5": 22, "Claude Sonnet 3.7": 20}
+    from_figure = table[table["window"] == 150]
+    assert (from_figure["source"] == "Fig 5C").all() and from_figure["sd"].isna().all()
+    assert table.query("model == 'GPT 5.4' and task == 'letter' and window == 100")[
+        ["accuracy", "sd"]
+    ].values.tolist() == [[0.85, 0.05]]
+
+
+def summary_items(letter: dict, number: dict, runs=(0, 1)) -> pd.DataFrame:
+    """Items (10 per run) reaching the given accuracy per window, the same in every run, for both methods."""
+    rows = []
+    for task, accuracy in (("letter", letter), ("number", number)):
+        for window, value in accuracy.items():
+            for run in runs:
+                for k in range(10):
+                    correct = k < round(10 * value)
+                    rows.append(
+                        {
+                            "model": "m",
+                            "task": task,
+                            "window": window,
+                            "run": run,
+                            "item": k,
+                            "answer": "a",
+                            "greedy": "a" if correct else "b",
+                            "greedy_correct": correct,
+                            "restricted": "a",
+                            "restricted_correct": correct,
+                        }
+                    )
+    return pd.DataFrame(rows, columns=llm.ITEM_COLUMNS)
+
+
+def test_claim_a7_passes_fails_and_is_untested_when_it_should():
+    good = llm.claims_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}))
+    verdicts = good.set_index(["check", "seed"])["verdict"]
+    assert verdicts[("greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
+    assert verdicts[("greedy: letter > number at W = 32", "all")] == "pass"
+    assert (
+        good.set_index(["check", "seed"]).loc[("greedy: letter > number at W = 100", "all"), "measured"]
+        == "0 of 2 seeds pass"
+    )
+    assert verdicts[("greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
+    assert list(good.columns) == claims.COLUMNS and set(good["claim"]) == {"A-7"}
+
+    weak = llm.claims_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1})).set_index(["check", "seed"])
+    assert weak.loc[("restricted: filter: letter accuracy at W = 16", "mean"), "verdict"] == "fail"
+    assert weak.loc[("restricted: letter > number at W = 32", "0"), "verdict"] == "not tested"
+    assert weak.loc[("restricted: letter > number at W = 32", "0"), "measured"].endswith("(the model fails the filter)")
+    assert weak.loc[("restricted: letter > number at W = 300", ""), ["measured", "verdict"]].tolist() == [
+        "W = 300 not measured",
+        "not tested",
+    ]
+
+    nothing = llm.claims_a7(None)
+    assert (nothing["verdict"] == "not tested").all() and (nothing["measured"] == "no model configured").all()
+
+
+def test_table3_and_figures_set_ours_beside_the_paper():
+    ours = llm.summarise(summary_items({12: 0.9, 16: 0.5}, {12: 0.2, 16: 0.4}))
+    table = llm.table3(paper.LLM_ACCURACY, ours)
+    assert table["window"].tolist() == list(probes.PROBE_WINDOWS)
+    row = table.set_index("window")
+    assert row.loc[12, "GPT 5.4 number (paper)"] == "0.98 (0.01)" and row.loc[150, "GPT 5.4 letter (paper)"] == "0.61"
+    assert row.loc[12, "m, greedy letter (ours)"] == "0.90 (0.00)" and row.loc[300, "m, greedy letter (ours)"] == "—"
+    assert row.loc[150, "Claude Sonnet 3.7 number (paper)"] == "—"
+    assert llm.table3(paper.LLM_ACCURACY, None).shape == (11, 1 + 6)
+
+    for models in paper.LLM_FIGURES.values():
+        alone = llm.plot_llm_accuracy(paper.LLM_ACCURACY, models, None)
+        assert "no model configured" in alone._suptitle.get_text()
+        beside = llm.plot_llm_accuracy(paper.LLM_ACCURACY, models, ours)
+        assert len(beside.axes[1].get_legend().get_texts()) == len(models) + 2  # paper models + ours × 2 methods

@@ -1,0 +1,248 @@
+"""Discrepancy of trained heads against length (spec §A9 end, PROPOSED) and the length-generalisation verdicts
+(claim A-5, spec §A10.1, §A12).
+
+Paper A only plots the theoretical bounds of Thm 3.2 (Fig 5A). posym also measures the discrepancy of the trained
+models on the length-extended test sets (prepend protocol, §A10.1): for every layer and head, the last query's
+pre-softmax logits as fed to softmax (q·k/√d_head) give Δ(σ̄) = λ_(1) − λ_(2) per input, summarised by the max
+(the paper's literal definition), the median and the min (the worst case, which is what Thm 3.2 bounds: see
+:mod:`posym.theory`) over inputs.
+
+Which head to read (PROPOSED, ``shared/notes/cpu-feasibility.md``): the one that actually moves the answer, found
+by where its attention peak lands. For each head, ``next_hop_hit`` is the share of inputs whose last-query
+attention argmax lands on the position the query's hop points to (the first step of the chain), ``target_hit``
+the share that lands on the answer itself; :func:`retrieving_heads` picks, per run, the head with the highest
+``next_hop_hit`` on the unextended set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import claims, tasks
+from .model import PosymModel
+
+log = logging.getLogger("posym.discrepancy")
+
+#: Attention-score floats per forward batch and layer (the whole T × T map exists for a moment).
+SCORES_PER_BATCH = 1 << 24
+
+
+@torch.no_grad()
+def last_query_scores(model: PosymModel, tokens: np.ndarray) -> np.ndarray:
+    """Pre-softmax logits of the last query (scaled by 1/√d_head, as fed to softmax), shape (N, layers, heads, T)."""
+    model.eval()
+    T = tokens.shape[1]
+    batch = max(1, SCORES_PER_BATCH // (T * T * model.config.n_head))
+    out = []
+    for start in range(0, len(tokens), batch):
+        ids = torch.as_tensor(np.asarray(tokens[start : start + batch]), dtype=torch.long)
+        kept: dict[int, torch.Tensor] = {}
+
+        def keep_last_row(layer):
+            def keep(scores):
+                kept[layer] = scores[0, :, :, -1].clone()
+
+            return keep
+
+        hooks = {f"blocks.{layer}.attn.hook_attn_scores": keep_last_row(layer) for layer in range(model.config.n_layer)}
+        model(ids, last_only=True, hooks=hooks)
+        out.append(torch.stack([kept[layer] for layer in range(model.config.n_layer)], dim=1))
+    return torch.cat(out).numpy()
+
+
+def head_statistics(scores: np.ndarray, target_pos: np.ndarray, next_hop: np.ndarray) -> pd.DataFrame:
+    """Per layer and head: where the last query's logit peak lands, and Δ = top − second logit over inputs."""
+    top2 = np.sort(scores, axis=-1)[..., -2:]
+    gaps = top2[..., 1] - top2[..., 0]  # (N, L, H)
+    peaks = scores.argmax(axis=-1)
+    rows = []
+    for layer in range(scores.shape[1]):
+        for head in range(scores.shape[2]):
+            gap, peak = gaps[:, layer, head], peaks[:, layer, head]
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "n": len(gap),
+                    "next_hop_hit": float(np.mean(peak == next_hop)),
+                    "target_hit": float(np.mean(peak == target_pos)),
+                    "gap_max": float(gap.max()),
+                    "gap_median": float(np.median(gap)),
+                    "gap_min": float(gap.min()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def hop_balanced(data: tasks.TaskData, samples: int) -> tasks.TaskData:
+    """The first ``samples / 4`` inputs of each hop count (all of them when there are fewer)."""
+    per_hop = max(1, samples // len(tasks.HOP_LENS))
+    rows = np.sort(np.concatenate([np.flatnonzero(data.hops == h)[:per_hop] for h in tasks.HOP_LENS]))
+    return data.select(rows)
+
+
+def discrepancy_table(model: PosymModel, sets: dict[str, tasks.TaskData], samples: int) -> pd.DataFrame:
+    """:func:`head_statistics` on each length-extended set (named ``extra<x>``), hop-balanced to ``samples``."""
+    frames = []
+    for name, data in sets.items():
+        data = hop_balanced(data, samples)
+        next_hop = tasks.chain_positions(data)[:, 0]
+        stats = head_statistics(last_query_scores(model, data.tokens), data.target_pos, next_hop)
+        frames.append(stats.assign(extra_tokens=int(name.removeprefix("extra")), length=data.seq_len))
+        log.info("%s (length %d): largest next-hop hit rate %.3f", name, data.seq_len, stats["next_hop_hit"].max())
+    table = pd.concat(frames, ignore_index=True).sort_values(["extra_tokens", "layer", "head"], ignore_index=True)
+    return table[["extra_tokens", "length", *[c for c in table.columns if c not in ("extra_tokens", "length")]]]
+
+
+def retrieving_heads(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run (task, seed): the head whose peak lands on the next hop most often on the shortest set (ties: the
+    higher target hit rate, then the lower layer)."""
+    shortest = table[table["extra_tokens"] == table.groupby(["task", "seed"])["extra_tokens"].transform("min")]
+    ranked = shortest.sort_values(["next_hop_hit", "target_hit", "layer"], ascending=[False, False, True])
+    return (
+        ranked.groupby(["task", "seed"], sort=False).head(1)[["task", "seed", "layer", "head"]].reset_index(drop=True)
+    )
+
+
+def retrieving_head_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`retrieving_heads`' heads at every length, run and head first."""
+    curves = table.merge(retrieving_heads(table), on=["task", "seed", "layer", "head"])
+    first = ["task", "seed", "layer", "head", "extra_tokens"]
+    return curves[first + [c for c in curves.columns if c not in first]].sort_values(first, ignore_index=True)
+
+
+def plot_trained_discrepancy(curves: pd.DataFrame):
+    """Discrepancy (median, band from min to max over inputs) and next-hop hit rate of each run's retrieving head
+    against the number of prepended tokens."""
+    import matplotlib.pyplot as plt
+
+    from .figures import TASK_PALETTE
+
+    fig, (gap_ax, hit_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for (task, seed), run in curves.groupby(["task", "seed"], sort=False):
+        colour = TASK_PALETTE.get(task)
+        label = f"{task} seed {seed} (L{run['layer'].iloc[0]})"
+        gap_ax.plot(run["extra_tokens"], run["gap_median"], marker="o", ms=3, c=colour, label=label)
+        gap_ax.fill_between(run["extra_tokens"], run["gap_min"], run["gap_max"], color=colour, alpha=0.15)
+        hit_ax.plot(run["extra_tokens"], run["next_hop_hit"], marker="o", ms=3, c=colour, label=label)
+    gap_ax.set_yscale("symlog", linthresh=1e-2)
+    gap_ax.set_ylabel("Δ = λ(1) − λ(2) (median; min–max band)")
+    hit_ax.set_ylabel("attention peak on the next hop")
+    hit_ax.set_ylim(-0.02, 1.02)
+    for ax in (gap_ax, hit_ax):
+        ax.set_xlabel("tokens prepended before the target window")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ claim A-5
+
+
+def accuracy_at(curve: pd.Series, extra: int) -> tuple[float, str]:
+    """(accuracy, how) at ``extra`` prepended tokens from a curve indexed by extra_tokens: measured, linearly
+    interpolated between the nearest measured lengths, or NaN beyond them."""
+    if extra in curve.index:
+        return float(curve[extra]), "measured"
+    if curve.index.min() < extra < curve.index.max():
+        return float(np.interp(extra, curve.index, curve.to_numpy())), "interpolated"
+    return float("nan"), "not measured"
+
+
+#: Claim A-5's single-point checks (spec §A12): (task, extra tokens, "≥" or "≤", threshold).
+A5_POINTS = (
+    ("letter", 500, "≥", 0.90),
+    ("letter", 850, "≥", 0.85),
+    ("number", 100, "≤", 0.85),
+    ("number", 300, "≤", 0.55),
+)
+A5_MIN_GAP, A5_GAP_FROM, A5_FALSIFIER_FROM = 0.3, 200, 100
+
+
+def claims_a5(length: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
+    """Claim A-5 per seed from the overall accuracy (hop "all") of every task's length.csv, plus "k of n seeds
+    pass" rows. A point between measured lengths is interpolated linearly (and says so)."""
+    overall = length[length["hop"].astype(str) == "all"]
+    rows = []
+    for seed in seeds:
+        curve = {
+            task: frame.set_index("extra_tokens")["accuracy"].sort_index()
+            for task, frame in overall[overall["seed"] == seed].groupby("task")
+        }
+        for task, extra, relation, threshold in A5_POINTS:
+            check = f"{task} accuracy at x = {extra} {relation} {threshold}"
+            value, how = accuracy_at(curve[task], extra) if task in curve else (float("nan"), "not measured")
+            passed = value >= threshold if relation == "≥" else value <= threshold
+            rows.append(
+                _row(
+                    check,
+                    seed,
+                    f"{value:.3f} ({how})" if how != "not measured" else "—",
+                    f"{relation} {threshold}",
+                    None if np.isnan(value) else passed,
+                )
+            )
+        rows += _comparison_rows(curve, seed)
+    return claims.with_seed_summary(rows)
+
+
+def _comparison_rows(curve: dict[str, pd.Series], seed: int) -> list[dict]:
+    """Letter − Number ≥ 0.3 for every measured x ≥ 200, and the falsifier (Number ≥ Letter at some x ≥ 100)."""
+    gap_check = f"letter − number ≥ {A5_MIN_GAP} at every measured x ≥ {A5_GAP_FROM}"
+    falsifier = f"no measured x ≥ {A5_FALSIFIER_FROM} with number ≥ letter (falsifier)"
+    if not {"letter", "number"} <= set(curve):
+        return [_row(gap_check, seed, "—", f"≥ {A5_MIN_GAP}", None), _row(falsifier, seed, "—", "none", None)]
+    difference = (curve["letter"] - curve["number"]).dropna()
+    late = difference[difference.index >= A5_GAP_FROM]
+    falsifying = difference[(difference.index >= A5_FALSIFIER_FROM) & (difference <= 0)]
+    return [
+        _row(
+            gap_check,
+            seed,
+            f"smallest {late.min():.3f} at x = {late.idxmin()}" if len(late) else "—",
+            f"≥ {A5_MIN_GAP}",
+            bool((late >= A5_MIN_GAP).all()) if len(late) else None,
+        ),
+        _row(
+            falsifier,
+            seed,
+            ", ".join(f"x = {x}" for x in falsifying.index) or "none",
+            "none",
+            falsifying.empty if (difference.index >= A5_FALSIFIER_FROM).any() else None,
+        ),
+    ]
+
+
+def _row(check: str, seed: int, measured: str, expected: str, passed: bool | None) -> dict:
+    return claims.row("A-5", check, measured, expected, passed, seed=seed)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def cmd_discrepancy(args) -> None:
+    from . import datasets
+    from .checkpoints import load_model
+    from .files import write_csv
+    from .train import load_index
+
+    index = load_index(args.index)
+    model, _ = load_model(Path(args.index).parent / index["checkpoints"][-1]["path"])
+    write_csv(args.out, discrepancy_table(model, datasets.load_splits(args.data), args.samples))
+    log.info("discrepancy of %d layers -> %s", model.config.n_layer, args.out)
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    s = subparsers.add_parser("discrepancy", help="logit gap of trained heads on the length-extended sets (spec §A9)")
+    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
+    s.add_argument("--data", type=Path, required=True, help="the length-extended sets (posym length-data)")
+    s.add_argument("--samples", type=int, default=256, help="inputs per length, balanced over hops")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_discrepancy)
