@@ -25,8 +25,8 @@ def trained_like(position: str, dtype=torch.float32) -> PosymModel:
     with torch.no_grad():
         model.wte.normal_(0.0, 1.0)
         for block in model.blocks:
-            block.q_weight.mul_(15.0)
-            block.k_weight.mul_(15.0)
+            block.q_weight.mul_(20.0)
+            block.k_weight.mul_(20.0)
             block.ln_weight.normal_(1.0, 0.5)
             block.ln_bias.normal_(0.0, 0.3)
     return model.to(dtype).eval()

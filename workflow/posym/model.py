@@ -245,17 +245,27 @@ def _stacked(members: int, *shape: int) -> nn.Parameter:
 
 
 class Block(nn.Module):
-    """GPT-J block: x + Attn(LN(x)) + MLP(LN(x)), weights stored as HF's (out, in) per member."""
+    """GPT-J block: x + Attn(LN(x)) + MLP(LN(x)), weights stored as HF's (out, in) per member.
+
+    k, v, q and the MLP's fc_in read the same LayerNorm output, so their weights are one
+    parameter ``in_weight`` (rows in that order, so that the last block's [k, v] and [q, fc_in]
+    are contiguous slices); ``q_weight`` etc. are views of it under HF's names.
+    """
 
     def __init__(self, config: ModelConfig, members: int):
         super().__init__()
         d, f = config.d_model, config.mlp_dim
         self.config = config
         self.ln_weight, self.ln_bias = _stacked(members, d), _stacked(members, d)
-        self.q_weight, self.k_weight, self.v_weight = (_stacked(members, d, d) for _ in range(3))
+        self.in_weight = _stacked(members, 3 * d + f, d)
+        self.fc_in_bias = _stacked(members, f)
         self.out_weight = _stacked(members, d, d)
-        self.fc_in_weight, self.fc_in_bias = _stacked(members, f, d), _stacked(members, f)
         self.fc_out_weight, self.fc_out_bias = _stacked(members, d, f), _stacked(members, d)
+
+    k_weight = property(lambda self: self.in_weight[:, : self.config.d_model])
+    v_weight = property(lambda self: self.in_weight[:, self.config.d_model : 2 * self.config.d_model])
+    q_weight = property(lambda self: self.in_weight[:, 2 * self.config.d_model : 3 * self.config.d_model])
+    fc_in_weight = property(lambda self: self.in_weight[:, 3 * self.config.d_model :])
 
     def layer_norm(self, x: torch.Tensor) -> torch.Tensor:
         normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
@@ -281,23 +291,20 @@ class Block(nn.Module):
         S, B, T, D = x.shape
         h = self.layer_norm(x)
         flat = h.reshape(S, B * T, D)
-        zeros = self.fc_in_bias.new_zeros(S, D)
         if last_query_only:
-            kv = torch.bmm(flat, torch.cat([self.k_weight, self.v_weight], 1).transpose(1, 2)).view(S, B, T, 2 * D)
+            kv = torch.bmm(flat, self.in_weight[:, : 2 * D].transpose(1, 2)).view(S, B, T, 2 * D)
             k, v = kv.split(D, dim=-1)
-            last = h[:, :, -1]
             qf = torch.baddbmm(
-                torch.cat([zeros, self.fc_in_bias], 1)[:, None],
-                last,
-                torch.cat([self.q_weight, self.fc_in_weight], 1).transpose(1, 2),
+                torch.cat([self.fc_in_bias.new_zeros(S, D), self.fc_in_bias], 1)[:, None],
+                h[:, :, -1],
+                self.in_weight[:, 2 * D :].transpose(1, 2),
             ).view(S, B, 1, D + c.mlp_dim)
             q, f = qf.split([D, c.mlp_dim], dim=-1)
             q_positions, residual = positions[-1:], x[:, :, -1:]
         else:
-            weight = torch.cat([self.q_weight, self.k_weight, self.v_weight, self.fc_in_weight], 1)
-            bias = torch.cat([zeros, zeros, zeros, self.fc_in_bias], 1)
-            qkvf = torch.baddbmm(bias[:, None], flat, weight.transpose(1, 2)).view(S, B, T, 3 * D + c.mlp_dim)
-            q, k, v, f = qkvf.split([D, D, D, c.mlp_dim], dim=-1)
+            bias = torch.cat([self.fc_in_bias.new_zeros(S, 3 * D), self.fc_in_bias], 1)
+            kvqf = torch.baddbmm(bias[:, None], flat, self.in_weight.transpose(1, 2)).view(S, B, T, 3 * D + c.mlp_dim)
+            k, v, q, f = kvqf.split([D, D, D, c.mlp_dim], dim=-1)
             q_positions, residual = positions, x
         training = dropout is not None
         a = attention(
