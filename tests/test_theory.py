@@ -243,7 +243,7 @@ def test_claims_a6_fail_a_curve_over_its_bound():
     )["verdict"]
     assert claims.filter(like="reproduces").tolist() == ["fail"]
     assert claims.filter(like="worst case").tolist() == ["fail"]
-    assert claims.filter(like="literal max").tolist() == ["pass"]
+    assert claims.filter(like="literal max").empty  # shown in Fig 5A, not judged
     assert claims.filter(like="Fig 5A").tolist() == ["fail"]
 
 

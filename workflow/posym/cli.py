@@ -61,15 +61,13 @@ def cmd_length_data(args) -> None:
 def cmd_export_samples(args) -> None:
     from . import tasks
 
-    base = args.seed if args.seed is not None else tasks.DEFAULT_BASE_SEED
-    size = tasks.SPLITS[args.split][0]
+    size = args.split_size if args.split_size is not None else tasks.SPLITS[args.split][0]
     if args.n > size:
         raise SystemExit(f"--n {args.n} exceeds the {args.split} split's {size} samples")
-    data = tasks.generate_split(args.task, args.split, base_seed=base, size=size if args.full_balance else args.n)
+    data = tasks.generate_rows(args.task, size, tasks.split_seed(args.split, args.seed), range(args.n))
     vocab = tasks.vocabulary(args.task)
-    for i in range(args.n):
-        tokens = [vocab.tokens[t] for t in data.tokens[i]]
-        print(json.dumps({"tokens": tokens, "label": vocab.tokens[data.labels[i]], "hops": int(data.hops[i])}))
+    for tokens, label, hops in zip(data.tokens, data.labels, data.hops):
+        print(json.dumps({"tokens": [vocab.tokens[t] for t in tokens], "label": vocab.tokens[label], "hops": int(hops)}))
 
 
 # --------------------------------------------------------------------------- training
@@ -165,6 +163,10 @@ def cmd_notebook(args) -> None:
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(args.threads)
     parameters = json.loads(args.parameters) if args.parameters else {}
+    # Every parameter must come from the rule: a default would write to the working directory.
+    declared = set(papermill.inspect_notebook(str(args.notebook)))
+    if missing := sorted(declared - set(parameters)):
+        raise SystemExit(f"{args.notebook}: the rule does not give the notebook parameters {', '.join(missing)}")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(args.notebook), str(args.output), parameters=parameters, kernel_name="python3", progress_bar=False)
 
@@ -215,12 +217,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True)
     s.set_defaults(func=cmd_length_data)
 
-    s = sub.add_parser("export-samples", help="print samples as JSON lines, in dataset order")
+    s = sub.add_parser(
+        "export-samples",
+        help="print the first N samples of a split as JSON lines, in dataset order",
+        description="Samples are those of the stored split: the split of --split-size samples (default: the"
+        " paper's size) generated from dataset seed --seed plus the split's offset (spec §A2).",
+    )
     s.add_argument("--task", choices=TASKS, required=True)
     s.add_argument("--split", choices=["train", "val", "test"], required=True)
     s.add_argument("--n", type=int, required=True)
-    s.add_argument("--seed", type=int, default=None, help="dataset seed (default 42, the authors')")
-    s.add_argument("--full-balance", action="store_true", help="draw from the full-size split's balancing table")
+    s.add_argument("--seed", type=int, default=42, help="dataset seed (default 42, the authors'; the pipeline uses 42 + run seed)")
+    s.add_argument("--split-size", type=int, help="size of the split the samples come from (default: the paper's)")
     s.set_defaults(func=cmd_export_samples)
 
     s = sub.add_parser("train", help="train one task x seed, writing OUT/checkpoints/step-NNNNNN/ and the metrics")
