@@ -152,6 +152,15 @@ def main() -> None:
         "budget_seconds": BUDGET_SECONDS,
         "within_budget": {threads: timing["total_seconds"] <= BUDGET_SECONDS for threads, timing in one_pass.items()},
         "load_average_1min": round(os.getloadavg()[0], 2),
+        "summary": {
+            f"scores of {args.checkpoints} checkpoints x {model.config.n_layer} layers, {threads} thread(s)": f"{timing['total_seconds']:.0f} s"
+            for threads, timing in one_pass.items()
+        }
+        | {
+            "speed-up over the literal per-swap procedure": f"{literal_total / reference:.0f}x",
+            "largest score difference between the two": f"{float((fast_last - literal).abs().max()):.1e}",
+            "budget": f"{BUDGET_SECONDS} s",
+        },
         "machine": {
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),

@@ -54,7 +54,7 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
         passes = int((tested["verdict"] == "pass").sum())
         summary = group.iloc[0].to_dict() | {
             "seed": ALL_SEEDS,
-            "measured": f"{passes} of {len(tested)} seeds pass",
+            "measured": f"{passes} of {len(tested)} seeds pass" if len(tested) else "no seed tested",
             "verdict": verdict(None if tested.empty else passes == len(tested)),
         }
         parts.append(pd.DataFrame([summary]))

@@ -163,9 +163,11 @@ def cmd_notebook(args) -> None:
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(args.threads)
     parameters = json.loads(args.parameters) if args.parameters else {}
-    # Every parameter must come from the rule: a default would write to the working directory.
-    declared = set(papermill.inspect_notebook(str(args.notebook)))
-    if missing := sorted(declared - set(parameters)):
+    # Every parameter must come from the rule, except optional ones (default None): a default
+    # output name would silently write into the working directory.
+    declared = papermill.inspect_notebook(str(args.notebook))
+    required = {name for name, spec in declared.items() if spec["default"] != "None"}
+    if missing := sorted(required - set(parameters)):
         raise SystemExit(f"{args.notebook}: the rule does not give the notebook parameters {', '.join(missing)}")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(args.notebook), str(args.output), parameters=parameters, kernel_name="python3", progress_bar=False)
@@ -187,8 +189,12 @@ def cmd_report(args) -> None:
         data=args.data,
         checkpoints=args.checkpoints,
         benchmarks=args.benchmarks,
+        performance=args.performance,
         captions=Path(args.captions) if args.captions else None,
     )
+    from .files import sha256_file, write_json
+
+    write_json(args.receipt, {"version": args.version, "index": str(path), "manifest_sha256": sha256_file(path.parent / "manifest.json")})
     log.info("report written: %s", path)
 
 
@@ -262,7 +268,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--config", required=True, help="the validated config as JSON")
     s.add_argument("--repo", default=".")
     s.add_argument("--captions")
-    for name in ("notebooks", "figures", "tables", "data", "checkpoints", "benchmarks"):
+    s.add_argument("--receipt", required=True, help="JSON naming the report written (the rule's declared output)")
+    for name in ("notebooks", "figures", "tables", "data", "checkpoints", "benchmarks", "performance"):
         s.add_argument(f"--{name}", nargs="*", default=[])
     s.set_defaults(func=cmd_report)
 

@@ -148,3 +148,79 @@ def claims_a1(final: pd.DataFrame) -> pd.DataFrame:
         measured = ", ".join(f"hop {h} {a:.4f}" for h, a in zip(hops["hop"], hops["accuracy"]))
         rows.append(claims.row("A-1", "test accuracy ≥ 0.99 on every hop", measured, "≥ 0.99 (paper ≥ 0.999)", bool((hops["accuracy"] >= 0.99).all()), task=task, seed=seed))
     return claims.with_seed_summary(rows)
+
+
+# ----------------------------------------------------------------------------- Table 4
+
+# Which rules' wall times make up each stage of Table 4.
+COMPUTE_STAGES = {
+    "train": "training",
+    "evaluate_test": "evaluation",
+    "evaluate_length": "evaluation",
+    "scores": "scores",
+    "frequency": "analyses",
+    "geometry": "analyses",
+    "discrepancy": "analyses",
+    "flow": "analyses",
+    "theory": "theory",
+    "llm_probe": "LLM probes",
+}
+
+
+def read_benchmarks(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Wall seconds of Snakemake ``benchmark:`` files named ``<rule>/<task>-seed<seed>.tsv`` or ``<rule>.tsv``."""
+    rows = []
+    for path in map(Path, paths):
+        seconds = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        if path.parent.name == "benchmarks":
+            rule, task, seed = path.stem, "all", None
+        else:
+            rule = path.parent.name
+            task, _, seed = path.stem.rpartition("-seed")
+        rows.append({"rule": rule, "stage": COMPUTE_STAGES.get(rule, rule), "task": task, "seed": seed, "seconds": seconds})
+    return pd.DataFrame(rows, columns=["rule", "stage", "task", "seed", "seconds"])
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return ""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else (f"{minutes} min {secs} s" if minutes else f"{secs} s")
+
+
+def compute_table(benchmarks: pd.DataFrame, hardware: str) -> pd.DataFrame:
+    """Table 4: wall time per stage and task of this run (mean over seeds) beside the paper's."""
+    per_run = benchmarks.groupby(["stage", "task", "seed"], dropna=False)["seconds"].sum().reset_index()
+    ours = per_run.groupby(["stage", "task"], sort=False)["seconds"].agg(["mean", "count"]).reset_index()
+    published = {("training", r.task): r.duration for r in paper.COMPUTE.itertuples() if r.stage == "training"}
+    scores = " + ".join(r.duration for r in paper.COMPUTE.itertuples() if r.stage.startswith("scores"))
+    rows = []
+    for r in ours.itertuples():
+        reference = published.get((r.stage, r.task), f"{scores} per model" if r.stage == "scores" else "")
+        rows.append(
+            {
+                "stage": r.stage,
+                "task": r.task,
+                "ours (per run)": _duration(r.mean),
+                "runs": int(r.count),
+                "ours: hardware": hardware,
+                "paper": reference,
+                "paper: hardware": paper.COMPUTE_HARDWARE if reference else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def hardware_description(devices: Iterable[str]) -> str:
+    """This machine's processor and the devices the training runs used."""
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"

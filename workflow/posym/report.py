@@ -44,6 +44,15 @@ class _Artifact:
         return self.path.stem
 
 
+def _performance_html(path: Path) -> "_Artifact":
+    """A benchmark's JSON ``summary`` as a two-column table."""
+    data = read_json(path)
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in data.get("summary", {}).items())
+    machine = data.get("machine", {})
+    caption = f"{path.stem} — {', '.join(f'{k}: {v}' for k, v in machine.items())}" if machine else path.stem
+    return _Artifact(path, caption, f'<table class="table"><tbody>{rows}</tbody></table>')
+
+
 @dataclass
 class Section:
     key: str
@@ -165,8 +174,11 @@ def render(
                 f"<figcaption>{_esc(figure.caption)} (<a href=\"figures/{_esc(figure.stem)}.svg\">svg</a>)</figcaption></figure>"
             )
         for table in section.tables:
-            body.append(f"<p>{_esc(table.caption)} (<a href=\"tables/{_esc(table.name)}\">csv</a>, "
-                        f"<a href=\"tables/{_esc(table.stem)}.md\">markdown</a>)</p>")
+            if table.path.suffix == ".json":
+                links = f'<a href="benchmarks/{_esc(table.name)}">json</a>'
+            else:
+                links = f'<a href="tables/{_esc(table.name)}">csv</a>, <a href="tables/{_esc(table.stem)}.md">markdown</a>'
+            body.append(f"<p>{_esc(table.caption)} ({links})</p>")
             body.append(table.html)
     if notebooks:
         body.append("<h2 id=\"notebooks\">Executed notebooks</h2><ul>")
@@ -198,6 +210,7 @@ def build(
     data: Iterable[Path] = (),
     checkpoints: Iterable[Path] = (),
     benchmarks: Iterable[Path] = (),
+    performance: Iterable[Path] = (),
     captions: Path | None = None,
 ) -> Path:
     """Write the report directory ``out`` (must not exist or be empty) in one rename."""
@@ -239,6 +252,17 @@ def build(
                 [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in claim_tables],
             ),
         )
+    performance_tables = [_performance_html(Path(p)) for p in performance]
+    if performance_tables:
+        sections.append(
+            Section(
+                "performance",
+                "Performance benchmarks",
+                "Measured by the scripts in benchmarks/ (each against a reference in the same run); see the JSON files for every number.",
+                [],
+                performance_tables,
+            )
+        )
     if fig_other or tab_other:
         sections.append(
             Section(
@@ -253,7 +277,7 @@ def build(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        for folder, paths in (("figures", figures), ("tables", tables), ("notebooks", notebooks)):
+        for folder, paths in (("figures", figures), ("tables", tables), ("notebooks", notebooks), ("benchmarks", [Path(p) for p in performance])):
             (tmp / folder).mkdir()
             for path in paths:
                 shutil.copy2(path, tmp / folder / path.name)
@@ -262,6 +286,9 @@ def build(
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
         }
         write_json(tmp / "manifest.json", info)
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                path.chmod(0o444)  # a report version is read-only once written
         os.chmod(tmp, 0o755)
         if out.exists():
             out.rmdir()  # the empty directory Snakemake made for the outputs

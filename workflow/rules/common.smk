@@ -1,4 +1,5 @@
 # Configuration checks, target lists and the small helpers rules use for their params.
+import glob
 import json
 import os
 
@@ -14,6 +15,14 @@ except posym_config.ConfigError as err:
 REPO = workflow.basedir
 VERSION = report_version(config, REPO)
 REPORT_DIR = f"reports/{VERSION}"
+# Benchmark results committed with the code (benchmarks/results/*.json); the report shows them.
+PERFORMANCE = sorted(
+    os.path.relpath(p)
+    for p in glob.glob(os.path.join(REPO, "benchmarks", "results", "*.json"))
+)
+# The pip sections of envs/*.yaml install posym from here (`-e ${POSYM_REPO}`): Snakemake copies an env
+# file to .snakemake/conda/ before creating it, so a path relative to the file would point there.
+os.environ.update(POSYM_REPO=REPO)
 
 
 def output_dir(wildcards, output):
@@ -22,8 +31,12 @@ def output_dir(wildcards, output):
 
 
 def notebook(name):
-    """A notebook's source as an input, so that editing it reruns it."""
-    return os.path.join(REPO, "workflow", "notebooks", name)
+    """A notebook's source as an input, so that editing it reruns it.
+
+    Relative to the working directory, so that moving a repository together with its results
+    does not make every notebook look changed.
+    """
+    return os.path.relpath(os.path.join(REPO, "workflow", "notebooks", name))
 
 
 def runs(pattern):
@@ -39,6 +52,37 @@ def split_size(wildcards):
     return config["data"][f"{wildcards.split}_samples"]
 
 
+# What a job needs, for cluster executors; where it runs (partition, GPU model, account) is set in the
+# profile (profiles/slurm), never here. Memory and time grow with each try: a failed job is resubmitted
+# (the SLURM profile sets retries: 1) with attempt=2 and asks for twice as much.
+# Locally these are only counted against --resources when that is given: `gpu` does not stop a job on a
+# machine without a GPU.
+
+
+def by_attempt(first):
+    """A resources function: ``first`` on the first try, twice that on the second, and so on."""
+
+    def scaled(wildcards, attempt):
+        return first * attempt
+
+    return scaled
+
+
+def training_gpus(wildcards):
+    """A training job asks for one GPU unless the config trains on the CPU (train.device: cpu)."""
+    return 0 if config["train"]["device"] == "cpu" else 1
+
+
+def llm_gpus(wildcards):
+    """The LLM probe asks for one GPU for a local model not set to run on the CPU; none for an endpoint."""
+    return 1 if config["llm"]["model"] and config["llm"]["device"] != "cpu" else 0
+
+
+def cpus_per_gpu(wildcards, threads):
+    """The CPU cores a GPU job asks for beside its GPU: its threads (sbatch --cpus-per-gpu)."""
+    return threads
+
+
 def train_settings():
     """The model and optimisation settings a training job uses, as one JSON argument."""
     return json.dumps(
@@ -47,7 +91,7 @@ def train_settings():
 
 
 def final_targets():
-    return [f"{REPORT_DIR}/index.html"]
+    return [f"results/reports/{VERSION}.json"]
 
 
 def notebook_parameters(**extra):

@@ -30,10 +30,20 @@ rule notebook_training:
             labels={"item": "Final test accuracy"},
         ),
         final_md="results/tables/fig2a_final_accuracy.md",
+        claims_csv=report(
+            "results/tables/claims_A1.csv",
+            caption="../report/claims_A1.rst",
+            category="Training",
+            labels={"item": "Claim A-1"},
+        ),
+        claims_md="results/tables/claims_A1.md",
     log:
         "logs/notebooks/training.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(),
     shell:
@@ -67,6 +77,9 @@ rule notebook_length:
         "logs/notebooks/length.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(),
     shell:
@@ -74,6 +87,36 @@ rule notebook_length:
 
 
 register_report_outputs(rules.notebook_length.output)
+
+
+rule notebook_compute:
+    input:
+        notebook=notebook("compute.ipynb"),
+        benchmarks=REPORT_FILES["benchmarks"],
+        checkpoints=runs("results/train/{task}/seed{seed}/checkpoints.json"),
+    output:
+        notebook="results/notebooks/compute.ipynb",
+        table_csv=report(
+            "results/tables/table4_compute.csv",
+            caption="../report/table4_compute.rst",
+            category="Compute",
+            labels={"item": "Table 4"},
+        ),
+        table_md="results/tables/table4_compute.md",
+    log:
+        "logs/notebooks/compute.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
+    params:
+        parameters=notebook_parameters(),
+    shell:
+        "posym notebook {input.notebook} {output.notebook} --parameters {params.parameters:q} > {log} 2>&1"
+
+
+register_report_outputs(rules.notebook_compute.output)
 
 
 rule report:
@@ -86,15 +129,20 @@ rule report:
         + runs("results/data/{task}/seed{seed}/length.json"),
         checkpoints=runs("results/train/{task}/seed{seed}/checkpoints.json"),
         benchmarks=REPORT_FILES["benchmarks"],
+        performance=PERFORMANCE,
     output:
-        index=protected(f"{REPORT_DIR}/index.html"),
-        manifest=protected(f"{REPORT_DIR}/manifest.json"),
+        # A receipt, not the report's own files: Snakemake deletes a job's outputs before it reruns
+        # it, and a report version must never be deleted or overwritten (posym report refuses).
+        receipt=f"results/reports/{VERSION}.json",
     log:
         "logs/report.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
-        out=output_dir,
+        out=REPORT_DIR,
         version=VERSION,
         config=json.dumps(config, sort_keys=True),
         captions=os.path.join(REPO, "workflow", "report"),
@@ -104,4 +152,5 @@ rule report:
         " --repo {params.repo:q} --captions {params.captions:q}"
         " --notebooks {input.notebooks:q} --figures {input.figures:q} --tables {input.tables:q}"
         " --data {input.data:q} --checkpoints {input.checkpoints:q}"
-        " --benchmarks {input.benchmarks:q} > {log} 2>&1"
+        " --benchmarks {input.benchmarks:q} --performance {input.performance:q}"
+        " --receipt {output.receipt:q} > {log} 2>&1"

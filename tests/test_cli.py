@@ -1,0 +1,52 @@
+"""The posym command as people and rules call it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posym import tasks
+
+REPO = Path(__file__).parents[1]
+
+
+def posym(*args, check=True):
+    result = subprocess.run([sys.executable, "-m", "posym.cli", *args], capture_output=True, text=True)
+    if check and result.returncode:
+        raise AssertionError(result.stderr)
+    return result
+
+
+@pytest.mark.parametrize("task", ["number", "letter"])
+def test_export_samples_prints_the_stored_split_in_order(task):
+    lines = posym("export-samples", "--task", task, "--split", "test", "--n", "4", "--seed", "7").stdout.splitlines()
+    samples = [json.loads(line) for line in lines]
+    split = tasks.generate_split(task, "test", base_seed=7)  # the full-size split the pipeline stores
+    vocab = tasks.vocabulary(task)
+    assert len(samples) == 4
+    for i, sample in enumerate(samples):
+        assert set(sample) == {"tokens", "label", "hops"}
+        assert sample["tokens"] == [vocab.tokens[t] for t in split.tokens[i]]
+        assert sample["label"] == vocab.tokens[split.labels[i]] and sample["hops"] == int(split.hops[i])
+        assert len(sample["tokens"]) == 17
+        if task == "letter":
+            assert all(len(token) == 2 for token in sample["tokens"])  # pairs such as a3 or fc
+
+
+def test_export_samples_refuses_more_samples_than_the_split_has():
+    result = posym("export-samples", "--task", "number", "--split", "val", "--n", "2401", check=False)
+    assert result.returncode != 0 and "2400" in result.stderr
+
+
+def test_a_notebook_missing_a_parameter_is_refused(tmp_path):
+    result = posym("notebook", str(REPO / "workflow/notebooks/length.ipynb"), str(tmp_path / "out.ipynb"), "--parameters", json.dumps({"length": []}), check=False)
+    assert result.returncode != 0
+    assert "figure_png" in result.stderr and "table_csv" in result.stderr
+    assert not (tmp_path / "out.ipynb").exists()
+
+
+def test_train_reports_a_bad_setting_by_its_key(tmp_path):
+    result = posym("train", "--task", "number", "--seed", "0", "--out", str(tmp_path), "--set", "train.steps=-1", check=False)
+    assert result.returncode == 2 and "config key 'train.steps'" in result.stderr
