@@ -1,14 +1,11 @@
 """The SLURM path end to end: a three-job workflow through a real one-node SLURM cluster.
 
-Skipped unless POSYM_SLURM=1. Either start the cluster yourself:
+Skipped unless POSYM_SLURM=1. The `slurm_cluster` fixture (tests/conftest.py) uses a cluster that is up
+already (scripts/test.sh starts one) or starts one itself and stops it at the end of the session:
 
-    tests/slurm/cluster.sh up
     POSYM_SLURM=1 pytest -m slurm
-    tests/slurm/cluster.sh down
 
-or let the fixture start it and stop it again:
-
-    POSYM_SLURM=1 POSYM_SLURM_AUTOSTART=1 pytest -m slurm
+tests/test_slurm_pipeline.py runs the real pipeline the same way.
 """
 
 import os
@@ -21,56 +18,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CLUSTER_SH = REPO / "tests" / "slurm" / "cluster.sh"
 SMOKE_SNAKEFILE = REPO / "tests" / "slurm" / "Snakefile.smoke"
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 SMOKE_RULES = ("numbers", "train", "summary")
 SNAKEMAKE_TIMEOUT_S = 600  # about 45 s on a 2-core machine
 
 pytestmark = pytest.mark.slurm
-
-
-def _cluster(command, timeout=900):
-    return subprocess.run(
-        [str(CLUSTER_SH), command], capture_output=True, text=True, timeout=timeout
-    )
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """A running one-node SLURM test cluster (tests/slurm/cluster.sh); yields its scratch folder.
-
-    Skips unless POSYM_SLURM=1. With POSYM_SLURM_AUTOSTART=1 it runs `cluster.sh up` first and
-    `cluster.sh down` at teardown, also when `up` or a test fails; otherwise the cluster must be up
-    already (CI runs `cluster.sh up` before pytest and `cluster.sh down` after it).
-    """
-    if os.environ.get("POSYM_SLURM") != "1":
-        pytest.skip(
-            "needs the local SLURM test cluster: run `tests/slurm/cluster.sh up` and set "
-            "POSYM_SLURM=1 (add POSYM_SLURM_AUTOSTART=1 to let pytest start and stop it)"
-        )
-    autostart = os.environ.get("POSYM_SLURM_AUTOSTART") == "1"
-    try:
-        if autostart:
-            up = _cluster("up")
-            if up.returncode != 0:
-                pytest.fail(f"`cluster.sh up` failed:\n{up.stdout}\n{up.stderr}")
-        status = _cluster("status", timeout=60)
-        if status.returncode != 0:
-            pytest.fail(
-                "POSYM_SLURM=1 but the SLURM test cluster is not up; run "
-                "`tests/slurm/cluster.sh up` or set POSYM_SLURM_AUTOSTART=1.\n"
-                f"{status.stdout}\n{status.stderr}"
-            )
-        yield Path(os.environ.get("POSYM_SLURM_DIR", "/tmp/posym-slurm")).resolve()
-    finally:
-        if autostart:
-            down = _cluster("down")
-            if down.returncode != 0:
-                print(
-                    f"`cluster.sh down` failed:\n{down.stdout}\n{down.stderr}",
-                    file=sys.stderr,
-                )
 
 
 def _run_snakemake(workdir, *args):

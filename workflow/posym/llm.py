@@ -156,7 +156,11 @@ def load_local_model(
         raise ProbeError("local models need transformers: pip install 'posym[llm]'") from None
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     kwargs = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)
+    # safetensors only: a pytorch_model.bin would be unpickled (torch.load), and posym unpickles nothing
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True, **kwargs)
+    except OSError as err:
+        raise ProbeError(f"{path}: no usable safetensors weights ({err}); posym loads no pickled .bin weights") from err
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     has_template = bool(getattr(tokenizer, "chat_template", None))

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -278,6 +279,9 @@ class Trainer:
 
     def train(self) -> None:
         c = self.config
+        # Where the job runs, for the log: on a cluster, SLURM sets the GPUs a job may use.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+        log.info("device %s, CUDA_VISIBLE_DEVICES=%s", self.device, visible)
         start = self.resume_step()
         if start == 0:
             self._checkpoint(0, [[] for _ in self.runs], 0.0)

@@ -17,6 +17,9 @@ rule frequency:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(60),
     params:
         samples=config["frequency"]["samples"],
     shell:
@@ -38,6 +41,9 @@ rule geometry:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(60),
     params:
         layer=config["geometry"]["layer"],
         samples=config["geometry"]["samples"],
@@ -59,6 +65,9 @@ rule discrepancy:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(4000),
+        runtime=by_attempt(120),
     params:
         samples=config["discrepancy"]["samples"],
     shell:
@@ -77,6 +86,9 @@ rule theory:
     conda:
         "../../envs/training.yaml"
     threads: 1  # small tensors: more threads only contend
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(60),
     params:
         max_length=config["theory"]["max_length"],
         theta_index=config["theory"]["theta_index"],
@@ -137,6 +149,9 @@ rule notebook_frequency:
         "logs/notebooks/frequency.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(layer=config["geometry"]["layer"]),
     shell:
@@ -174,6 +189,9 @@ if "number" in config["tasks"]:
             "logs/notebooks/geometry.log",
         conda:
             "../../envs/analysis.yaml"
+        resources:
+            mem_mb=by_attempt(2000),
+            runtime=by_attempt(30),
         params:
             parameters=notebook_parameters(),
         shell:
@@ -231,6 +249,9 @@ rule notebook_theory:
         "logs/notebooks/theory.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(),
     shell:
@@ -272,6 +293,9 @@ rule notebook_discrepancy:
         "logs/notebooks/discrepancy.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(),
     shell:

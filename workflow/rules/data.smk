@@ -9,6 +9,9 @@ rule split:
         "logs/data/{task}/seed{seed}/{split}.log",
     conda:
         "../../envs/training.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         n=split_size,
         seed=data_seed,
@@ -25,6 +28,9 @@ rule length_sets:
         "logs/data/{task}/seed{seed}/length.log",
     conda:
         "../../envs/training.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         seed=data_seed,
         extra=config["length"]["extra_tokens"],

@@ -15,6 +15,9 @@ rule evaluate_test:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     shell:
         "posym evaluate --index {input.index} --data {input.data} --out {output}"
         " --threads {threads} > {log} 2>&1"
@@ -33,6 +36,9 @@ rule evaluate_length:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(4000),
+        runtime=by_attempt(60),
     shell:
         "posym evaluate --index {input.index} --data {input.data} --out {output}"
         " --threads {threads} > {log} 2>&1"

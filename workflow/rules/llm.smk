@@ -41,6 +41,11 @@ if LLM_SOURCE:
         conda:
             "../../envs/training.yaml"
         threads: config["threads"]
+        resources:
+            gpu=llm_gpus,
+            cpus_per_gpu=cpus_per_gpu,
+            mem_mb=by_attempt(32000),
+            runtime=by_attempt(240),
         params:
             source=LLM_SOURCE,
             tasks=config["tasks"],
@@ -98,6 +103,9 @@ rule notebook_llm:
         "logs/notebooks/llm.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(),
     shell:
@@ -130,6 +138,9 @@ rule notebook_tasks:
         "logs/notebooks/tasks.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(data_seed=config["data"]["seed_offset"]),
     shell:

@@ -17,6 +17,9 @@ rule scores:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        mem_mb=by_attempt(4000),
+        runtime=by_attempt(120),
     params:
         samples=config["scores"]["samples"],
         tau=config["scores"]["tau"],
@@ -41,6 +44,9 @@ rule flow:
     conda:
         "../../envs/training.yaml"
     threads: 1
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(60),
     shell:
         "posym flow --index {input.index} --task {wildcards.task} --out-grid {output.grid}"
         " --out-summary {output.summary} --threads {threads} > {log} 2>&1"
@@ -128,6 +134,9 @@ rule notebook_scores:
         "logs/notebooks/scores.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(gammas=config["scores"]["gammas"]),
     shell:
@@ -169,6 +178,9 @@ rule notebook_flow:
         "logs/notebooks/flow.log",
     conda:
         "../../envs/analysis.yaml"
+    resources:
+        mem_mb=by_attempt(2000),
+        runtime=by_attempt(30),
     params:
         parameters=notebook_parameters(n_layer=config["model"]["n_layer"]),
     shell:

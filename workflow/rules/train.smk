@@ -18,6 +18,11 @@ rule train:
     conda:
         "../../envs/training.yaml"
     threads: config["threads"]
+    resources:
+        gpu=training_gpus,
+        cpus_per_gpu=cpus_per_gpu,
+        mem_mb=by_attempt(4000),
+        runtime=by_attempt(240),
     params:
         settings=train_settings(),
         out=output_dir,

@@ -1,0 +1,164 @@
+"""What several test files share: copies of the repository to run the workflow in, the one tiny pipeline
+run of the session, and the local SLURM test cluster.
+
+The workflow runs in a *copy* of the repository (its tracked and untracked, not ignored files, committed in a
+fresh git repository) as a user runs it, with the copy as the working directory. Tests may then edit the
+copy's notebooks or configuration without touching the real repository, and report versions are
+``<commit>-cfg<hash>`` as in a real clone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+CLUSTER_SH = REPO / "tests" / "slurm" / "cluster.sh"
+SNAKEMAKE_TIMEOUT_S = 900  # the tiny pipeline takes 1-3 min on 2 cores
+
+_GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"]
+_GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "posym tests",
+    "GIT_AUTHOR_EMAIL": "tests@posym.invalid",
+    "GIT_COMMITTER_NAME": "posym tests",
+    "GIT_COMMITTER_EMAIL": "tests@posym.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
+
+
+# ------------------------------------------------------------------------------------------ repository copies
+
+
+def repo_files() -> list[str]:
+    """The repository's tracked and untracked, not ignored files that exist (the working tree as it is)."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted({name for name in listed.split("\0") if name and (REPO / name).is_file()})
+
+
+def copy_repo(dest: Path) -> Path:
+    """Copy the working tree of the repository to ``dest`` and commit it there; returns ``dest``.
+
+    Modification times are kept (shutil.copy2), so the copy is as up to date as the original.
+    """
+    dest = Path(dest)
+    for name in repo_files():
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, target)
+    env = {**os.environ, **_GIT_IDENTITY}
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy of the working tree"]):
+        subprocess.run([*_GIT, "-C", str(dest), *command], check=True, capture_output=True, env=env)
+    return dest
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for a snakemake child: without the variables of an enclosing SLURM job."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+
+
+def snakemake_command(workdir, *args, configfiles=(TINY,), cores=2) -> list[str]:
+    """``snakemake ARGS`` in ``workdir`` (a repository copy: its own Snakefile runs there).
+
+    The config files come last: --configfile takes every following word, targets included.
+    """
+    workdir = Path(workdir)
+    command = [sys.executable, "-m", "snakemake", "-s", str(workdir / "Snakefile"), "--directory", str(workdir)]
+    if cores is not None:
+        command += ["--cores", str(cores)]
+    command += list(args)
+    if configfiles:
+        command += ["--configfile", *map(str, configfiles)]
+    return command
+
+
+def snakemake(workdir, *args, configfiles=(TINY,), check=True, cores=2, timeout=SNAKEMAKE_TIMEOUT_S):
+    """Run snakemake in a repository copy; with ``check``, fail the test with its output when it fails."""
+    command = snakemake_command(workdir, *args, configfiles=configfiles, cores=cores)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=clean_env())
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def planned_jobs(result) -> dict[str, int]:
+    """Rule -> job count from the 'Job stats' table of a dry run (empty when nothing is to be done)."""
+    text = result.stdout + result.stderr
+    table = text.split("Job stats:")[1] if "Job stats:" in text else ""
+    counts = {}
+    for line in table.splitlines():
+        if not line.strip():
+            if counts:
+                break
+            continue
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def report_dir(workdir) -> Path:
+    """The one report version directory of a run."""
+    (version,) = [p for p in (Path(workdir) / "reports").iterdir() if p.is_dir()]
+    return version
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A repository copy in which the whole pipeline ran on tests/configs/tiny.yaml (once per session).
+
+    Shared by test_pipeline.py and test_reruns.py. Tests must leave it as they found it: no new outputs, no
+    lasting edits (a test that edits a file restores its bytes and modification time).
+    """
+    workdir = copy_repo(tmp_path_factory.mktemp("tiny"))
+    snakemake(workdir)
+    return workdir
+
+
+# ------------------------------------------------------------------------------------------ SLURM test cluster
+
+
+def _cluster(command, timeout=900):
+    return subprocess.run([str(CLUSTER_SH), command], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running one-node SLURM test cluster (tests/slurm/cluster.sh); yields its scratch folder.
+
+    Skips unless POSYM_SLURM=1. Uses a cluster that is already up (scripts/test.sh starts one before pytest
+    and stops it after) and leaves it running; otherwise runs `cluster.sh up` itself and `cluster.sh down` at
+    the end of the session, also when a test fails. `down` stops the daemons by their pid files.
+    """
+    if os.environ.get("POSYM_SLURM") != "1":
+        pytest.skip(
+            "needs the local SLURM test cluster: set POSYM_SLURM=1 (pytest then starts and stops it; "
+            "it needs root and Debian's slurm packages, see tests/slurm/cluster.sh)"
+        )
+    started = False
+    try:
+        if _cluster("status", timeout=60).returncode != 0:
+            started = True
+            up = _cluster("up")
+            if up.returncode != 0:
+                pytest.fail(f"`cluster.sh up` failed:\n{up.stdout}\n{up.stderr}")
+            status = _cluster("status", timeout=60)
+            if status.returncode != 0:
+                pytest.fail(f"the SLURM test cluster did not come up:\n{status.stdout}\n{status.stderr}")
+        yield Path(os.environ.get("POSYM_SLURM_DIR", "/tmp/posym-slurm")).resolve()
+    finally:
+        if started:
+            down = _cluster("down")
+            if down.returncode != 0:
+                print(f"`cluster.sh down` failed:\n{down.stdout}\n{down.stderr}", file=sys.stderr)
