@@ -190,10 +190,18 @@ def attention(
     bias = scheme.score_bias(q_positions, k_positions)
     future = k_positions[None, :] > q_positions[:, None]
     if not explicit:
-        mask = torch.zeros(future.shape, dtype=q.dtype, device=q.device).masked_fill(future, float("-inf"))
-        if bias is not None:
-            mask = mask + bias
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask if (bias is not None or future.any()) else None, scale=scale)
+        # PyTorch's fused kernels take 4-d inputs and no mask (is_causal) or they fall back to
+        # its slow reference path: flatten the member and batch axes, and name the plain causal case.
+        lead = q.shape[:-3]
+        q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
+        if bias is None and not future.any():
+            out = F.scaled_dot_product_attention(q, k, v, scale=scale)
+        elif bias is None and torch.equal(q_positions, k_positions):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        else:
+            mask = torch.zeros(future.shape, dtype=q.dtype, device=q.device).masked_fill(future, float("-inf"))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else mask + bias, scale=scale)
+        return out.reshape(*lead, *out.shape[-3:])
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
     if bias is not None:
         scores = scores + bias
