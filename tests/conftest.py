@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,25 @@ def snakemake(workdir, *args, configfiles=(TINY,), check=True, cores=2, timeout=
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
+
+
+def run_cancelling_on_timeout(command, timeout) -> str:
+    """Run a snakemake command and return its output; on a timeout, interrupt it like Ctrl-C (so that it
+    cancels the SLURM jobs it submitted) and fail the test; fail it too when the command fails."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env()) as proc:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            pytest.fail(f"{' '.join(command)} ran longer than {timeout} s:\n{output[-6000:]}")
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(command)} failed:\n{output[-6000:]}")
+    return output
 
 
 def planned_jobs(result) -> dict[str, int]:

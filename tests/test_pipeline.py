@@ -5,7 +5,6 @@ The tiny pipeline runs once per session in a copy of the repository (`tiny_run`,
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest

@@ -8,14 +8,14 @@ already (scripts/test.sh starts one) or starts one itself and stops it at the en
 tests/test_slurm_pipeline.py runs the real pipeline the same way.
 """
 
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_cancelling_on_timeout
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE_SNAKEFILE = REPO / "tests" / "slurm" / "Snakefile.smoke"
@@ -27,34 +27,8 @@ pytestmark = pytest.mark.slurm
 
 
 def _run_snakemake(workdir, *args):
-    """Run the smoke workflow in workdir; on a timeout, interrupt it so that it cancels its jobs."""
-    # Variables of an enclosing SLURM job (pytest run inside an allocation) must not leak in.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))
-    }
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(SMOKE_SNAKEFILE)]
-    command += ["--directory", str(workdir), *args]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    ) as proc:
-        try:
-            output, _ = proc.communicate(timeout=SNAKEMAKE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            # like Ctrl-C: Snakemake then cancels the SLURM jobs it submitted
-            proc.send_signal(signal.SIGINT)
-            try:
-                output, _ = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-            pytest.fail(
-                f"snakemake ran longer than {SNAKEMAKE_TIMEOUT_S} s:\n{output[-6000:]}"
-            )
-    if proc.returncode != 0:
-        pytest.fail(f"snakemake failed ({' '.join(command)}):\n{output[-6000:]}")
-    return output
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(SMOKE_SNAKEFILE), "--directory", str(workdir), *args]
+    return run_cancelling_on_timeout(command, SNAKEMAKE_TIMEOUT_S)
 
 
 def _read_jobinfo(path):

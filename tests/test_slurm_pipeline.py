@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import tomllib
 from collections import Counter
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from conftest import REPO, TINY, clean_env, copy_repo, snakemake, snakemake_command
+from conftest import REPO, TINY, clean_env, copy_repo, run_cancelling_on_timeout, snakemake, snakemake_command
 
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 CLUSTER_PROFILE = REPO / "profiles" / "slurm"
@@ -88,22 +87,8 @@ def test_slurm_plugin_is_pinned_at_2_7_1_or_later():
 
 
 def run_through_slurm(workdir, *args) -> str:
-    """snakemake --executor slurm in workdir; on a timeout, interrupt it like Ctrl-C so that it cancels its jobs."""
     command = snakemake_command(workdir, "--executor", "slurm", "--profile", str(TEST_PROFILE), *args, cores=None)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env()) as proc:
-        try:
-            output, _ = proc.communicate(timeout=SLURM_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-            try:
-                output, _ = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-            pytest.fail(f"snakemake on SLURM ran longer than {SLURM_TIMEOUT_S} s:\n{output[-6000:]}")
-    if proc.returncode != 0:
-        pytest.fail(f"snakemake on SLURM failed ({' '.join(command)}):\n{output[-6000:]}")
-    return output
+    return run_cancelling_on_timeout(command, SLURM_TIMEOUT_S)
 
 
 def scontrol_show_job(job_id: str) -> dict[str, str]:

@@ -1,6 +1,5 @@
 """The trainer learns, is deterministic, resumes bit-identically after a real kill, refuses bad files."""
 
-import os
 import signal
 import subprocess
 import sys

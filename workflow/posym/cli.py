@@ -133,14 +133,11 @@ def cmd_evaluate(args) -> None:
     import pandas as pd
 
     from . import datasets
-    from .checkpoints import load_model
     from .evaluate import accuracy_by_hop, predict
     from .files import write_csv
-    from .train import load_index
+    from .train import load_final_model
 
-    index = load_index(args.index)
-    final = index["checkpoints"][-1]
-    model, _ = load_model(Path(args.index).parent / final["path"])
+    model, _, final = load_final_model(args.index)
     rows = []
     for name, data in datasets.load_splits(args.data).items():
         extra = int(name.removeprefix("extra")) if name.startswith("extra") else 0

@@ -228,12 +228,10 @@ def _row(check: str, seed: int, measured: str, expected: str, passed: bool | Non
 
 def cmd_discrepancy(args) -> None:
     from . import datasets
-    from .checkpoints import load_model
     from .files import write_csv
-    from .train import load_index
+    from .train import load_final_model
 
-    index = load_index(args.index)
-    model, _ = load_model(Path(args.index).parent / index["checkpoints"][-1]["path"])
+    model, _, _ = load_final_model(args.index)
     write_csv(args.out, discrepancy_table(model, datasets.load_splits(args.data), args.samples))
     log.info("discrepancy of %d layers -> %s", model.config.n_layer, args.out)
 

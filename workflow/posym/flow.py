@@ -30,11 +30,10 @@ import torch  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
 from . import tasks  # noqa: E402
-from .checkpoints import load_model  # noqa: E402
 from .files import IntegrityError, write_csv, write_json  # noqa: E402
 from .model import PosymModel  # noqa: E402
 from .theory import index, reflexive, retrieval  # noqa: E402  (Listing 1, spec §A9)
-from .train import load_index  # noqa: E402
+from .train import load_final_model  # noqa: E402
 
 log = logging.getLogger("posym.flow")
 
@@ -160,8 +159,7 @@ def flow_run(index_path: Path, task: str, tokens: Sequence[str] | None = None) -
     the answer arrives in the model's flow and in the idealised one.
     """
     index_path = Path(index_path)
-    final = load_index(index_path)["checkpoints"][-1]
-    model, vocab = load_model(index_path.parent / final["path"])
+    model, vocab, final = load_final_model(index_path)
     if vocab != list(tasks.vocabulary(task).tokens):
         raise IntegrityError(index_path.parent / final["path"], f"the model's vocabulary is not the {task} task's")
     tokens = list(tokens or EXAMPLES[task])

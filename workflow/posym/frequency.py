@@ -239,12 +239,10 @@ def plot_layer_frequency(use: pd.DataFrame, task: str = "number", layer: int = 1
 
 def cmd_frequency(args) -> None:
     from . import datasets
-    from .checkpoints import load_model
     from .files import write_csv
-    from .train import load_index
+    from .train import load_final_model
 
-    index = load_index(args.index)
-    model, _ = load_model(Path(args.index).parent / index["checkpoints"][-1]["path"])
+    model, _, _ = load_final_model(args.index)
     data = datasets.load_split(args.data)
     frames = [
         frequency_use(model, data.tokens[: args.samples], "test"),

@@ -164,12 +164,10 @@ def plot_dominant_plane(coordinates: pd.DataFrame, plane_id: int, layer: int):
 
 def cmd_geometry(args) -> None:
     from . import datasets
-    from .checkpoints import load_model
     from .files import write_csv
-    from .train import load_index
+    from .train import load_final_model
 
-    index = load_index(args.index)
-    model, _ = load_model(Path(args.index).parent / index["checkpoints"][-1]["path"])
+    model, _, _ = load_final_model(args.index)
     data = datasets.load_split(args.data)
     plane = dominant_plane(pd.read_csv(args.frequency), args.layer)
     frames = [

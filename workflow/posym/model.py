@@ -23,7 +23,7 @@ embedding (absolute) — so papers B and C's schemes slot in without touching th
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Mapping
 
 import torch

@@ -363,3 +363,12 @@ def load_index(path: Path) -> dict:
         if checksums["model.safetensors"] != entry["sha256"]:
             raise IntegrityError(directory / "model.safetensors", "differs from the checkpoint index")
     return index
+
+
+def load_final_model(index_path: Path) -> tuple[PosymModel, list[str], dict]:
+    """The newest checkpoint of a training job (from its checkpoints.json, every checkpoint checked)
+    with its vocabulary and its index entry."""
+    index = load_index(index_path)
+    final = index["checkpoints"][-1]
+    model, vocab = ckpt.load_model(Path(index_path).parent / final["path"])
+    return model, vocab, final
