@@ -172,6 +172,7 @@ def cmd_notebook(args) -> None:
 
 def cmd_report(args) -> None:
     from . import report
+    from .files import sha256_file, write_json
 
     config = json.loads(args.config)
     path = report.build(
@@ -189,8 +190,6 @@ def cmd_report(args) -> None:
         performance=args.performance,
         captions=Path(args.captions) if args.captions else None,
     )
-    from .files import sha256_file, write_json
-
     write_json(args.receipt, {"version": args.version, "index": str(path), "manifest_sha256": sha256_file(path.parent / "manifest.json")})
     log.info("report written: %s", path)
 

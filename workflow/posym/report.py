@@ -291,7 +291,7 @@ def build(
                 path.chmod(0o444)  # a report version is read-only once written
         os.chmod(tmp, 0o755)
         if out.exists():
-            out.rmdir()  # the empty directory Snakemake made for the outputs
+            out.rmdir()  # empty: made by hand or left by an interrupted run
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
