@@ -3,9 +3,11 @@
 Both train the same model (12 layers, one 128-dim head, vocabulary 137, batch 64, 17 input
 tokens plus the label) with the same optimiser settings, in blocks that alternate within one
 run, so that a busy or throttled machine slows both alike; the result is their ratio. posym is
-also measured with several seeds packed into one model. The share of the fp32 matmul peak uses
-the peak measured in the same run and the FLOPs of the HF formulation (all 18 positions), so
-that both implementations are charged the same work.
+also measured with several seeds packed into one model. Each runs in float32 and under bfloat16
+autocast (posym's ``precision: bf16``; HF ``Trainer``'s ``bf16=True``), so that every ratio is
+also given at equal precision. The share of the matmul peak uses the peak of the same dtype
+measured in the same run and the FLOPs of the HF formulation (all 18 positions), so that both
+implementations are charged the same work.
 
     python benchmarks/train_throughput.py [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
 """
@@ -22,19 +24,22 @@ from pathlib import Path
 import torch
 
 from posym import tasks
-from posym.model import ModelConfig
+from posym.model import PRECISIONS, ModelConfig, autocast
 from posym.train import Run, TrainConfig, Trainer
 
 HERE = Path(__file__).resolve().parent
 BATCH, TOKENS = 64, 18  # 17 inputs + the label, as HF sees them
 
 
-def peak_gflops(repeats: int = 20) -> dict[str, float]:
-    """fp32 matmul throughput for a large square product and for the model's MLP shape."""
+PEAK_DTYPES = {precision: dtype or torch.float32 for precision, dtype in PRECISIONS.items()}
+
+
+def peak_gflops(dtype: torch.dtype, repeats: int = 20) -> dict[str, float]:
+    """Matmul throughput in ``dtype`` for a large square product and for the model's MLP shape."""
     shapes = {"2048x2048x2048": (2048, 2048, 2048), "mlp 1152x128x512": (BATCH * TOKENS, 128, 512)}
     out = {}
     for name, (m, k, n) in shapes.items():
-        a, b = torch.randn(m, k), torch.randn(k, n)
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
         for _ in range(3):
             a @ b
         start = time.perf_counter()
@@ -57,7 +62,8 @@ def posym_trainer(members: int, model: ModelConfig, train: TrainConfig, data, te
 
 
 def hf_stepper(model: ModelConfig, train: TrainConfig, data):
-    """GPTJForCausalLM with torch AdamW, clipping and the LR schedule, as HF Trainer runs it."""
+    """GPTJForCausalLM with torch AdamW, clipping and the LR schedule, as HF Trainer runs it
+    (under bfloat16 autocast when ``train.precision`` is bf16, as with ``bf16=True``)."""
     from transformers import GPTJConfig, GPTJForCausalLM, get_linear_schedule_with_warmup
 
     config = GPTJConfig(
@@ -84,13 +90,29 @@ def hf_stepper(model: ModelConfig, train: TrainConfig, data):
         ids = torch.cat([tokens[index], labels[index, None]], dim=1)
         target = torch.full_like(ids, -100)
         target[:, -1] = ids[:, -1]
-        hf(input_ids=ids, labels=target).loss.backward()
+        with autocast("cpu", train.precision):
+            loss = hf(input_ids=ids, labels=target).loss
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+MATMULS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::matmul"}
+
+
+def matmul_seconds(step, first: int, count: int) -> float:
+    """Seconds per step spent inside matmul kernels (profiled): the time of a step whose every
+    other operation were free, hence an upper bound on what removing overhead can reach."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for k in range(first, first + count):
+            step(k)
+    return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMULS) / 1e6 / count
 
 
 def timed(step, first: int, count: int) -> float:
@@ -105,6 +127,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8, help="steps per timed block")
     parser.add_argument("--packed", type=int, default=4, help="seeds packed into one posym model (0: skip)")
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "train_throughput.json")
@@ -114,62 +137,80 @@ def main() -> None:
     import tempfile
 
     model = ModelConfig(vocab_size=len(tasks.vocabulary("number")))
-    train = TrainConfig(device=args.device)
     data = tasks.generate("number", 20_000, 42)
     test = tasks.generate("number", 256, 7)
     with tempfile.TemporaryDirectory() as tmp:
-        contenders = {
-            "posym": (posym_trainer(1, model, train, data, test, Path(tmp)).step, 1),
-            "hf_gptj": (hf_stepper(model, train, data), 1),
-        }
-        if args.packed > 1:
-            contenders[f"posym_packed{args.packed}"] = (posym_trainer(args.packed, model, train, data, test, Path(tmp)).step, args.packed)
-        for step, _ in contenders.values():  # warm up allocators and caches
+        contenders = {}  # name -> (step, members, precision)
+        for precision in args.precisions:
+            train = TrainConfig(device=args.device, precision=precision)
+            suffix = "" if precision == "fp32" else f"_{precision}"
+            contenders[f"posym{suffix}"] = (posym_trainer(1, model, train, data, test, Path(tmp) / precision).step, 1, precision)
+            contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, train, data), 1, precision)
+            if args.packed > 1:
+                trainer = posym_trainer(args.packed, model, train, data, test, Path(tmp) / precision)
+                contenders[f"posym_packed{args.packed}{suffix}"] = (trainer.step, args.packed, precision)
+        for step, _, _ in contenders.values():  # warm up allocators and caches
             timed(step, 0, 3)
         seconds = {name: [] for name in contenders}
-        peaks = []
+        peaks = {precision: [] for precision in args.precisions}
         for round_ in range(args.rounds):
-            peaks.append(peak_gflops())
-            for name, (step, _) in contenders.items():
+            for precision in args.precisions:
+                peaks[precision].append(peak_gflops(PEAK_DTYPES[precision]))
+            for name, (step, _, _) in contenders.items():
                 seconds[name].append(timed(step, 3 + round_ * args.steps, args.steps))
-    peak = max(max(p.values()) for p in peaks)
+        first = 3 + args.rounds * args.steps
+        in_matmuls = {name: matmul_seconds(step, first, args.steps) for name, (step, _, _) in contenders.items()}
+    peak = {precision: max(max(p.values()) for p in runs) for precision, runs in peaks.items()}
     work = flops_per_sample(model)
     results = {}
-    for name, (_, members) in contenders.items():
+    for name, (_, members, precision) in contenders.items():
         step_s = statistics.median(seconds[name])
         rate = BATCH * members / step_s
         results[name] = {
+            "precision": precision,
             "step_seconds_median": step_s,
             "step_seconds": seconds[name],
             "samples_per_second": rate,
-            "share_of_fp32_peak": rate * work / (peak * 1e9),
+            "share_of_peak": rate * work / (peak[precision] * 1e9),  # of the matmul peak in its precision
             "minutes_per_paper_task_seed": 432_000 / rate / 60,  # amortised over packed seeds
+            "matmul_seconds_per_step": in_matmuls[name],
+            "samples_per_second_if_only_matmuls": BATCH * members / in_matmuls[name],
         }
+    hf = results["hf_gptj"] if "hf_gptj" in results else None
+    ratios = {}
+    for name, r in results.items():
+        if name.startswith("hf_gptj"):
+            continue
+        same = results["hf_gptj" + ("" if r["precision"] == "fp32" else f"_{r['precision']}")]
+        ratios[f"{name} / HF at {r['precision']}"] = r["samples_per_second"] / same["samples_per_second"]
+        ratios[f"{name} with only its matmuls timed / HF at {r['precision']}"] = r["samples_per_second_if_only_matmuls"] / same["samples_per_second"]
+        if hf is not None and r["precision"] != "fp32":
+            ratios[f"{name} / HF at fp32"] = r["samples_per_second"] / hf["samples_per_second"]
     report = {
         "benchmark": "train_throughput",
-        "what": "paper A config, batch 64 per seed, fp32; blocks of steps alternate between contenders",
+        "what": "paper A config, batch 64 per seed; blocks of steps alternate between contenders",
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "threads": torch.get_num_threads()},
         "torch": torch.__version__,
         "device": args.device,
         "rounds": args.rounds,
         "steps_per_block": args.steps,
         "flops_per_sample": work,
-        "fp32_peak_gflops": peak,
+        "peak_gflops": peak,
         "peak_measurements": peaks,
         "results": results,
-        "ratio_posym_over_hf": results["posym"]["samples_per_second"] / results["hf_gptj"]["samples_per_second"],
+        "ratios": ratios,
     }
-    report["summary"] = {
-        f"{name} samples/s (share of fp32 peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_fp32_peak']:.0f} %)" for name, r in results.items()
-    } | {"posym / HF": f"{report['ratio_posym_over_hf']:.2f}", "fp32 matmul peak": f"{peak:.0f} GFLOP/s"}
-    if args.packed > 1:
-        report["summary"][f"{args.packed} packed seeds / HF"] = f"{results[f'posym_packed{args.packed}']['samples_per_second'] / results['hf_gptj']['samples_per_second']:.2f}"
-        report["ratio_packed_over_hf"] = results[f"posym_packed{args.packed}"]["samples_per_second"] / results["hf_gptj"]["samples_per_second"]
+    report["summary"] = (
+        {f"{name} samples/s (share of {r['precision']} peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_peak']:.0f} %)" for name, r in results.items()}
+        | {name: f"{ratio:.2f}" for name, ratio in ratios.items()}
+        | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, r in results.items():
-        print(f"{name:>16}: {r['samples_per_second']:7.1f} samples/s  {100 * r['share_of_fp32_peak']:5.1f} % of peak")
-    print(f"posym / HF = {report['ratio_posym_over_hf']:.2f}" + (f", packed / HF = {report['ratio_packed_over_hf']:.2f}" if args.packed > 1 else ""))
+        print(f"{name:>22}: {r['samples_per_second']:7.1f} samples/s  {100 * r['share_of_peak']:5.1f} % of the {r['precision']} peak")
+    for name, ratio in ratios.items():
+        print(f"{name}: {ratio:.2f}")
     print(f"written {args.out}")
 
 

@@ -148,3 +148,19 @@ def test_config_rejects_impossible_shapes():
         ModelConfig(vocab_size=10, d_model=32, rotary_dim=3)
     with pytest.raises(ValueError, match="position"):
         ModelConfig(vocab_size=10, position="sinusoid")
+
+
+def test_bfloat16_autocast_runs_rope_in_float32_and_stays_close_to_float32():
+    model = PosymModel(ModelConfig(vocab_size=50, n_layer=2, d_model=64, n_head=2)).initialise([0]).eval()
+    ids = torch.randint(1, 50, (8, 12), generator=torch.Generator().manual_seed(0))
+    rope = model.position
+    q = torch.randn(8, 2, 12, 32)
+    assert rope.rotate(q.bfloat16(), torch.arange(12)).dtype == torch.bfloat16
+    torch.testing.assert_close(rope.rotate(q.bfloat16(), torch.arange(12)).float(), rope.rotate(q, torch.arange(12)), atol=0.05, rtol=0.02)
+    with torch.no_grad():
+        reference = model(ids)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(ids)
+    assert low.dtype == torch.bfloat16
+    # bfloat16 keeps 8 significant bits: logits agree to about 1 % of their scale, not to 1e-5.
+    assert (low.float() - reference).abs().max() < 0.02 * reference.abs().max()

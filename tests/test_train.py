@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from posym import checkpoints, tasks
-from posym.files import IntegrityError, sha256_file
+from posym.files import IntegrityError, load_tensors, sha256_file
 from posym.model import ModelConfig
-from posym.train import Run, TrainConfig, Trainer, learning_rate, load_index, train
+from posym.evaluate import predict
+from posym.train import Run, TrainConfig, Trainer, learning_rate, load_final_model, load_index, train
 
 TINY_MODEL = ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=32)
 TINY_TRAIN = TrainConfig(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
@@ -31,16 +32,26 @@ def small_data():
     return tasks.generate("number", 2048, 42), tasks.generate("number", 256, 7)
 
 
-@pytest.mark.parametrize("task", ["number", "letter"])
-def test_two_layers_learn_one_hop_data(tmp_path, task):
+@pytest.mark.parametrize("task, precision", [("number", "fp32"), ("letter", "fp32"), ("number", "bf16")])
+def test_two_layers_learn_one_hop_data(tmp_path, task, precision):
     vocab = tasks.vocabulary(task)
     run = Run(seed=0, train=one_hop(task, 48_000, 42), test=one_hop(task, 2_000, 9), out=tmp_path)
     model = ModelConfig(vocab_size=len(vocab), n_layer=2, d_model=128, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
-    config = TrainConfig(steps=240, batch_size=128, learning_rate=1e-3, warmup_steps=20, checkpoint_every=120, eval_samples=None, device="cpu", log_every=60)
+    config = TrainConfig(
+        steps=240, batch_size=128, learning_rate=1e-3, warmup_steps=20, checkpoint_every=120, eval_samples=None,
+        device="cpu", log_every=60, precision=precision,
+    )  # fmt: skip
     train([run], model, config, list(vocab.tokens))
     metrics = pd.read_csv(tmp_path / "metrics.csv", dtype={"hop": str})
     final = metrics[(metrics["step"] == 240) & (metrics["hop"] == "all")]["accuracy"].item()
     assert final >= 0.99
+    # Mixed precision keeps float32 master weights: checkpoints stay float32.
+    weights = load_tensors(checkpoints.step_dir(tmp_path / "checkpoints", 240) / "model.safetensors")
+    assert {w.dtype for w in weights.values()} == {torch.float32}
+    # The trained model predicts alike at either precision.
+    model, _, _ = load_final_model(tmp_path / "checkpoints.json")
+    fp32, bf16 = (predict(model, run.test.tokens, precision=p) for p in ("fp32", "bf16"))
+    assert (fp32 == bf16).mean() >= 0.99
 
 
 def test_learning_rate_schedule_matches_hf(small_data):
@@ -55,18 +66,20 @@ def test_learning_rate_schedule_matches_hf(small_data):
         schedule.step()
 
 
-def test_same_seed_same_weights_and_metrics(tmp_path, small_data):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_same_seed_same_weights_and_metrics(tmp_path, small_data, precision):
     train_data, test_data = small_data
+    config = TrainConfig(**{**TINY_TRAIN.to_dict(), "precision": precision})
     outs = []
     for name in ("a", "b"):
-        train([Run(seed=5, train=train_data, test=test_data, out=tmp_path / name)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+        train([Run(seed=5, train=train_data, test=test_data, out=tmp_path / name)], TINY_MODEL, config, tasks.vocabulary("number").tokens)
         outs.append(tmp_path / name)
     for step in (0, 20, 40):
         files = [checkpoints.step_dir(o / "checkpoints", step) / "model.safetensors" for o in outs]
         assert sha256_file(files[0]) == sha256_file(files[1])
     assert (outs[0] / "metrics.csv").read_bytes() == (outs[1] / "metrics.csv").read_bytes()
     other = tmp_path / "c"
-    train([Run(seed=6, train=train_data, test=test_data, out=other)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    train([Run(seed=6, train=train_data, test=test_data, out=other)], TINY_MODEL, config, tasks.vocabulary("number").tokens)
     assert sha256_file(other / "checkpoints/step-000040/model.safetensors") != sha256_file(outs[0] / "checkpoints/step-000040/model.safetensors")
 
 
@@ -120,11 +133,12 @@ def test_resume_after_kill_is_bit_identical(tmp_path):
     assert (interrupted / "train_log.csv").read_bytes() == (reference / "train_log.csv").read_bytes()
 
 
-def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog):
+@pytest.mark.parametrize("change", [{"learning_rate": 1e-3}, {"precision": "bf16"}])
+def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog, change):
     train_data, test_data = small_data
     run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
     train([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
-    changed = TrainConfig(**{**TINY_TRAIN.to_dict(), "learning_rate": 1e-3, "betas": tuple(TINY_TRAIN.betas)})
+    changed = TrainConfig(**{**TINY_TRAIN.to_dict(), **change})
     trainer = Trainer([run], TINY_MODEL, changed, tasks.vocabulary("number").tokens)
     assert trainer.resume_step() == 0
     assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
@@ -162,3 +176,8 @@ def test_no_pickle_loading_anywhere_in_the_package():
         text = path.read_text()
         for forbidden in ("torch.load(", "pickle.load", "allow_pickle=True", "np.load("):
             assert forbidden not in text, f"{path.name} uses {forbidden}"
+
+
+def test_unknown_precision_is_refused_by_name():
+    with pytest.raises(ValueError, match="precision='fp16'"):
+        TrainConfig.from_dict({"precision": "fp16"})

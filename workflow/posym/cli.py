@@ -134,14 +134,16 @@ def cmd_evaluate(args) -> None:
 
     from . import datasets
     from .evaluate import accuracy_by_hop, predict
-    from .files import write_csv
+    from .files import read_json, write_csv
     from .train import load_final_model
 
     model, _, final = load_final_model(args.index)
+    # A model is evaluated at the precision it was trained at, as HF Trainer evaluates.
+    precision = read_json(args.index)["train"].get("precision", "fp32")
     rows = []
     for name, data in datasets.load_splits(args.data).items():
         extra = int(name.removeprefix("extra")) if name.startswith("extra") else 0
-        predictions = predict(model, data.tokens)
+        predictions = predict(model, data.tokens, precision=precision)
         rows += [{"step": final["step"], "extra_tokens": extra, "length": data.tokens.shape[1], **r} for r in accuracy_by_hop(predictions, data.labels, data.hops)]
         log.info("%s: accuracy %.4f", name, rows[-1]["accuracy"])
     write_csv(args.out, pd.DataFrame(rows))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .model import PosymModel
+from .model import PosymModel, autocast
 
 # Token positions per forward batch; long length-extension inputs get small batches. Batches of
 # ~8k tokens keep a block's activations in cache: 20 % faster on CPU than 64k at 18 and at 817 tokens.
@@ -14,8 +14,8 @@ TOKENS_PER_BATCH = 1 << 13
 
 
 @torch.no_grad()
-def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | torch.device = "cpu") -> np.ndarray:
-    """Argmax over the whole vocabulary at the last position.
+def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | torch.device = "cpu", precision: str = "fp32") -> np.ndarray:
+    """Argmax over the whole vocabulary at the last position, computed at ``precision``.
 
     ``tokens`` is (N, T) for a single-member model or (S, N, T) for S packed members, each
     member reading its own rows. Returns ids of shape (N,) or (S, N).
@@ -30,7 +30,8 @@ def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | 
     out = []
     for start in range(0, tokens.shape[1], batch):
         chunk = tokens[:, start : start + batch].to(device)
-        out.append(model(chunk).argmax(-1).cpu())
+        with autocast(device, precision):
+            out.append(model(chunk).argmax(-1).cpu())
     predictions = torch.cat(out, dim=1).numpy()
     return predictions if packed else predictions[0]
 

@@ -32,6 +32,18 @@ from torch import nn
 
 Hook = Callable[[torch.Tensor], torch.Tensor | None]
 
+# Arithmetic precisions: None is plain float32; otherwise the autocast dtype over float32
+# weights (mixed precision; RoPE and other float32-only steps stay in float32).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def autocast(device: str | torch.device, precision: str):
+    """The context in which a model computes at ``precision`` (a key of PRECISIONS)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: expected one of {sorted(PRECISIONS)}")
+    dtype = PRECISIONS[precision]
+    return torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None)
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -135,8 +147,9 @@ class Rope(PositionScheme):
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         phases = self.phases(positions)
         rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        planes = torch.view_as_complex(rotary.reshape(*rotary.shape[:-1], -1, 2).contiguous())
-        rotated = torch.view_as_real(planes * phases).flatten(-2)
+        # There is no bfloat16 complex type: low-precision inputs rotate in float32.
+        planes = torch.view_as_complex(rotary.float().reshape(*rotary.shape[:-1], -1, 2).contiguous())
+        rotated = torch.view_as_real(planes * phases).flatten(-2).to(x.dtype)
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 
 
@@ -236,13 +249,11 @@ class MemberDropout:
         threshold = round(p * 65536)
         keep_scale = 65536.0 / (65536 - threshold)
         per_member = x[0].numel()
-        words = (per_member + 3) // 4
-        masks = []
-        for generator in self.generators:
-            draws = torch.randint(-(2**63), 2**63 - 1, (words,), dtype=torch.int64, device=x.device, generator=generator)
-            masks.append(draws.view(torch.int16)[:per_member])
-        keep = torch.stack(masks).view(x.shape) >= (threshold - 32768)
-        return x * (keep.to(x.dtype) * keep_scale)
+        draws = torch.empty(len(self.generators), (per_member + 3) // 4, dtype=torch.int64, device=x.device)
+        for m, generator in enumerate(self.generators):
+            torch.randint(-(2**63), 2**63 - 1, draws[m].shape, generator=generator, out=draws[m])
+        keep = draws.view(torch.int16)[:, :per_member].reshape(x.shape) >= (threshold - 32768)
+        return x * keep.to(x.dtype).mul_(keep_scale)
 
 
 # --------------------------------------------------------------------------- model
@@ -310,9 +321,9 @@ class Block(nn.Module):
             q, f = qf.split([D, c.mlp_dim], dim=-1)
             q_positions, residual = positions[-1:], x[:, :, -1:]
         else:
-            bias = torch.cat([self.fc_in_bias.new_zeros(S, 3 * D), self.fc_in_bias], 1)
-            kvqf = torch.baddbmm(bias[:, None], flat, self.in_weight.transpose(1, 2)).view(S, B, T, 3 * D + c.mlp_dim)
-            k, v, q, f = kvqf.split([D, D, D, c.mlp_dim], dim=-1)
+            kvq = torch.bmm(flat, self.in_weight[:, : 3 * D].transpose(1, 2)).view(S, B, T, 3 * D)
+            k, v, q = kvq.split(D, dim=-1)
+            f = torch.baddbmm(self.fc_in_bias[:, None], flat, self.in_weight[:, 3 * D :].transpose(1, 2)).view(S, B, T, c.mlp_dim)
             q_positions, residual = positions, x
         training = dropout is not None
         a = attention(

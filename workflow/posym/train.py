@@ -13,6 +13,12 @@ Every ``checkpoint_every`` steps each member writes a checkpoint (``checkpoints.
 newest one carries the optimizer and generator state, and the data order is a pure function of
 (seed, step), so a killed run resumes from its last checkpoint and, on CPU, ends bit-identical
 to an uninterrupted one.
+
+``precision="bf16"`` trains under bfloat16 autocast over float32 master weights: the counterpart
+of the authors' fp16 mixed precision (HF ``Trainer`` with ``fp16`` on CUDA) that needs no loss
+scaling and that CPUs with AMX run several times faster than float32 matmuls. A model is
+evaluated at the precision it was trained at (the test subset at each checkpoint here, the
+length extrapolation in ``posym evaluate``), as HF ``Trainer`` evaluates.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import torch.nn.functional as F
 from . import checkpoints as ckpt
 from .evaluate import accuracy_by_hop, predict
 from .files import IntegrityError, load_tensors, read_json, write_csv, write_json
-from .model import MemberDropout, ModelConfig, PosymModel
+from .model import PRECISIONS, MemberDropout, ModelConfig, PosymModel, autocast
 
 log = logging.getLogger("posym.train")
 
@@ -54,7 +60,12 @@ class TrainConfig:
     checkpoint_every: int = 50
     eval_samples: int | None = 2400  # first N test samples scored at each checkpoint; None = all
     device: str = "cpu"  # "cpu", "cuda" or "auto"
+    precision: str = "fp32"  # a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
     log_every: int = 50
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r}: expected one of {sorted(PRECISIONS)}")
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "TrainConfig":
@@ -240,7 +251,7 @@ class Trainer:
     def _evaluate(self) -> list[list[dict]]:
         self.model.eval()
         tokens = np.stack([e[0] for e in self.eval_sets]) if self.members > 1 else self.eval_sets[0][0]
-        predictions = predict(self.model, tokens, self.device)
+        predictions = predict(self.model, tokens, self.device, self.config.precision)
         if self.members == 1:
             predictions = predictions[None]
         self.model.train()
@@ -268,8 +279,9 @@ class Trainer:
         lr = learning_rate(step, self.config)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        logits = self.model(ids, dropout=self.dropout)
-        losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
+        with autocast(self.device, self.config.precision):
+            logits = self.model(ids, dropout=self.dropout)
+            losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
         losses.sum().backward()
         if self.config.max_grad_norm is not None:
             _clip_per_member(self.model, self.config.max_grad_norm)
