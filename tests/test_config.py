@@ -29,6 +29,7 @@ BAD = [
     ({"train": {"batch_size": 64}, "data": {"train_samples": 32}}, "data.train_samples", "less than the minimum"),
     ({"train": {"eval_samples": 50000}}, "train.eval_samples", "exceeds data.test_samples"),
     ({"train": {"device": "tpu"}}, "train.device", "is not one of"),
+    ({"train": {"precision": "fp16"}}, "train.precision", "is not one of"),
     ({"length": {"extra_tokens": [0, 10, 10]}}, "length.extra_tokens", "non-unique"),
     ({"threads": True}, "threads", "not of type 'integer'"),
 ]
@@ -54,6 +55,11 @@ def test_config_yaml_is_exactly_the_schema_defaults():
     """config.yaml spells out paper A; it must agree with the schema's defaults."""
     written = yaml.safe_load((REPO / "config.yaml").read_text())
     assert config.validate(written) == config.validate({})
+
+
+@pytest.mark.parametrize("variant", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_every_shipped_variant_is_valid_over_config_yaml(variant):
+    config.load([REPO / "config.yaml", REPO / "configs" / variant])
 
 
 def test_every_schema_key_has_a_description_and_a_default():

@@ -33,7 +33,7 @@ def test_last_query_scores_are_the_logits_fed_to_softmax(model):
 def test_batches_do_not_change_the_scores(model, monkeypatch):
     tokens = tasks.length_extension_set("number", 8, extra=10, seed=2).tokens
     whole = discrepancy.last_query_scores(model, tokens)
-    monkeypatch.setattr(discrepancy, "SCORES_PER_BATCH", 27 * 27 * 3)  # three inputs per batch
+    monkeypatch.setattr(discrepancy, "TOKENS_PER_BATCH", 27 * 3)  # three inputs per batch
     assert np.allclose(discrepancy.last_query_scores(model, tokens), whole, atol=1e-6)
 
 

@@ -95,24 +95,26 @@ def test_index_lists_every_checkpoint_and_keeps_resume_state_in_the_newest_only(
     assert metrics.groupby("step")["n"].max().tolist() == [128, 128, 128]
 
 
-def _train_command(out, steps):
+def _train_command(out, steps, precision="fp32"):
     return [
         sys.executable, "-m", "posym.cli", "train", "--task", "number", "--seed", "3", "--out", str(out), "--threads", "1",
         "--set", "data.train_samples=8192", "--set", "data.test_samples=256", "--set", "model.n_layer=2",
         "--set", "model.d_model=32", "--set", f"train.steps={steps}", "--set", "train.checkpoint_every=30",
         "--set", "train.eval_samples=128", "--set", "train.warmup_steps=10", "--set", "train.device=cpu",
         "--set", "train.learning_rate=3e-3", "--set", "train.batch_size=32", "--set", "train.log_every=30",
+        "--set", f"train.precision={precision}",
     ]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_resume_after_kill_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_after_kill_is_bit_identical(tmp_path, precision):
     steps = 240
     reference = tmp_path / "reference"
-    subprocess.run(_train_command(reference, steps), check=True, capture_output=True)
+    subprocess.run(_train_command(reference, steps, precision), check=True, capture_output=True)
 
     interrupted = tmp_path / "interrupted"
-    process = subprocess.Popen(_train_command(interrupted, steps), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(_train_command(interrupted, steps, precision), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while not (interrupted / "checkpoints" / "step-000090").exists():
         assert process.poll() is None, "training ended before it could be killed"
@@ -122,7 +124,7 @@ def test_resume_after_kill_is_bit_identical(tmp_path):
     process.wait()
     assert not (interrupted / "checkpoints.json").exists()
 
-    resumed = subprocess.run(_train_command(interrupted, steps), check=True, capture_output=True, text=True)
+    resumed = subprocess.run(_train_command(interrupted, steps, precision), check=True, capture_output=True, text=True)
     resumed_from = int(resumed.stderr.split("resuming from step ")[1].split()[0])
     assert resumed_from >= 90
     for step in range(0, steps + 1, 30):

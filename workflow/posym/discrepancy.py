@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -25,34 +26,41 @@ import pandas as pd
 import torch
 
 from . import claims, tasks
+from .evaluate import TOKENS_PER_BATCH
 from .model import PosymModel
 
 log = logging.getLogger("posym.discrepancy")
 
-#: Attention-score floats per forward batch and layer (the whole T × T map exists for a moment).
-SCORES_PER_BATCH = 1 << 24
-
 
 @torch.no_grad()
 def last_query_scores(model: PosymModel, tokens: np.ndarray) -> np.ndarray:
-    """Pre-softmax logits of the last query (scaled by 1/√d_head, as fed to softmax), shape (N, layers, heads, T)."""
+    """Pre-softmax logits of the last query (scaled by 1/√d_head, as fed to softmax), shape (N, layers, heads, T).
+
+    Only the last query's row is needed, so the row is computed from the queries and keys the layers
+    expose (post-RoPE) while the forward pass keeps PyTorch's fused attention, instead of materialising
+    every T × T logit map.
+    """
     model.eval()
     T = tokens.shape[1]
-    batch = max(1, SCORES_PER_BATCH // (T * T * model.config.n_head))
+    positions = torch.arange(T)
+    bias = model.position.score_bias(positions[-1:], positions)  # (H, 1, T) or None
+    batch = max(1, TOKENS_PER_BATCH // T)
     out = []
     for start in range(0, len(tokens), batch):
         ids = torch.as_tensor(np.asarray(tokens[start : start + batch]), dtype=torch.long)
-        kept: dict[int, torch.Tensor] = {}
+        kept: dict[tuple[str, int], torch.Tensor] = {}
 
-        def keep_last_row(layer):
-            def keep(scores):
-                kept[layer] = scores[0, :, :, -1].clone()
+        def keep(kind, layer):
+            return lambda t: kept.__setitem__((kind, layer), t[0])  # (B, H, T, d_head)
 
-            return keep
-
-        hooks = {f"blocks.{layer}.attn.hook_attn_scores": keep_last_row(layer) for layer in range(model.config.n_layer)}
-        model(ids, last_only=True, hooks=hooks)
-        out.append(torch.stack([kept[layer] for layer in range(model.config.n_layer)], dim=1))
+        hooks = {f"blocks.{l}.attn.hook_{kind}": keep(kind, l) for l in range(model.config.n_layer) for kind in "qk"}
+        model(ids, positions=positions, last_only=True, hooks=hooks)
+        rows = []
+        for layer in range(model.config.n_layer):
+            q, k = kept[("q", layer)][:, :, -1], kept[("k", layer)]
+            row = torch.einsum("bhd,bhtd->bht", q, k) / math.sqrt(q.shape[-1])
+            rows.append(row if bias is None else row + bias[:, 0])
+        out.append(torch.stack(rows, dim=1))
     return torch.cat(out).numpy()
 
 

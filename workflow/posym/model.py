@@ -9,8 +9,9 @@ same function (tests assert logits equal HF's to 1e-5) written for speed on smal
   models (for example several seeds) train in one set of batched matmuls. ``members=1`` is
   an ordinary model. Member ``m`` is initialised from its own generator, so its weights do
   not depend on which other members it is packed with.
-* **Fused projections.** q, k, v and the MLP's ``fc_in`` read the same LayerNorm output, so
-  they are one matmul.
+* **Fused projections.** q, k, v and the MLP's ``fc_in`` read the same LayerNorm output: their
+  weights are one parameter; q, k, v are one matmul and ``fc_in`` another, so that GELU reads a
+  contiguous tensor and the backward pass need not concatenate gradients.
 * **Only what the loss needs.** Training and evaluation read the last position only; the last
   block then computes its query and MLP for that position alone.
 
@@ -148,7 +149,8 @@ class Rope(PositionScheme):
         phases = self.phases(positions)
         rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
         # There is no bfloat16 complex type: low-precision inputs rotate in float32.
-        planes = torch.view_as_complex(rotary.float().reshape(*rotary.shape[:-1], -1, 2).contiguous())
+        wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
+        planes = torch.view_as_complex(wide.reshape(*rotary.shape[:-1], -1, 2).contiguous())
         rotated = torch.view_as_real(planes * phases).flatten(-2).to(x.dtype)
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 
@@ -192,8 +194,9 @@ def attention(
     """Causal multi-head attention of queries (..., H, Tq, dh) over keys/values (..., H, Tk, dh).
 
     Query i sits at ``q_positions[i]`` and attends to every key at a position ≤ its own. With
-    ``explicit`` the logits and the pattern are materialised (needed for hooks and for dropout
-    driven by our own generators); otherwise PyTorch's fused kernel computes the same values.
+    ``explicit`` the logits and the pattern are materialised (needed for the hooks that read them
+    and for dropout driven by our own generators); otherwise PyTorch's fused kernel computes the
+    same values. ``hook_q`` and ``hook_k`` see the rotated queries and keys on either path.
     """
     q = scheme.rotate(q, q_positions)
     k = scheme.rotate(k, k_positions)
@@ -333,7 +336,7 @@ class Block(nn.Module):
             scheme,
             q_positions,
             positions,
-            explicit=training or hook is not None,
+            explicit=training or getattr(hook, "needs_pattern", False),
             dropout=(lambda p: dropout(p, c.attn_pdrop)) if training else None,
             hook=hook,
         )
@@ -574,6 +577,8 @@ def _layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
         result = fn(tensor)
         return tensor if result is None else result
 
+    # Attention materialises its logits and pattern only for hooks that read them.
+    apply.needs_pattern = any(name.split(".")[-1] in ("hook_attn_scores", "hook_pattern") for name in local)
     return apply
 
 
