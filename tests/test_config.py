@@ -99,3 +99,10 @@ def test_sections_limit_the_errors_to_the_keys_a_command_uses():
     assert config.validate(values, sections=("data", "model", "train"))["data"]["test_samples"] == 256
     with pytest.raises(config.ConfigError, match="train.eval_samples"):
         config.validate({"data": {"test_samples": 100}}, sections=("data", "model", "train"))
+
+
+def test_schema_precisions_are_the_models():
+    from posym.model import PRECISIONS
+
+    schema = config.load_schema()["properties"]["train"]["properties"]["precision"]
+    assert sorted(schema["enum"]) == sorted(PRECISIONS)

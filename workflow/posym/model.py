@@ -38,11 +38,16 @@ Hook = Callable[[torch.Tensor], torch.Tensor | None]
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
-def autocast(device: str | torch.device, precision: str):
-    """The context in which a model computes at ``precision`` (a key of PRECISIONS)."""
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    """The autocast dtype of ``precision``; an error naming it when it is not a key of PRECISIONS."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r}: expected one of {sorted(PRECISIONS)}")
-    dtype = PRECISIONS[precision]
+    return PRECISIONS[precision]
+
+
+def autocast(device: str | torch.device, precision: str):
+    """The context in which a model computes at ``precision``."""
+    dtype = autocast_dtype(precision)
     return torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None)
 
 

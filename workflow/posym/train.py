@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from . import checkpoints as ckpt
 from .evaluate import accuracy_by_hop, predict
 from .files import IntegrityError, load_tensors, read_json, write_csv, write_json
-from .model import PRECISIONS, MemberDropout, ModelConfig, PosymModel, autocast
+from .model import MemberDropout, ModelConfig, PosymModel, autocast, autocast_dtype
 
 log = logging.getLogger("posym.train")
 
@@ -64,8 +64,7 @@ class TrainConfig:
     log_every: int = 50
 
     def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r}: expected one of {sorted(PRECISIONS)}")
+        autocast_dtype(self.precision)
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "TrainConfig":
