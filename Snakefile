@@ -1,10 +1,27 @@
-# posym: paper A (arXiv 2605.31558) from task data to a versioned report.
+# posym: the studies of workflow/posym/studies/ (config `studies`; a = paper A), from task data to one versioned
+# report. Core rules (data, training, evaluation, notebooks, report) live in workflow/rules/, each study's own in
+# its folder (rules.smk).
 #   snakemake --cores all                              # config.yaml: paper A exactly
 #   snakemake --cores all --configfile configs/quick.yaml
-# See README.md; every config key is documented in workflow/schemas/config.schema.yaml.
+# See README.md; every config key is documented in workflow/schemas/config.schema.yaml and the studies' schema.yaml.
+import os
+import sys
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# The rules, the notebooks and every job run the posym package of this repository, even where another posym is
+# installed (a second clone, a test's copy of the repository).
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        filter(
+            None,
+            [os.path.join(workflow.basedir, "workflow"), os.environ.get("PYTHONPATH")],
+        )
+    )
+)
 
 
 configfile: "config.yaml"
@@ -17,7 +34,10 @@ include: "workflow/rules/common.smk"
 
 
 wildcard_constraints:
-    task="|".join(config["tasks"]),
+    study="|".join(config["studies"]),
+    task="|".join(
+        task for study in config["studies"] for task in config[study].get("tasks", [])
+    ),
     seed=r"\d+",
     split="train|val|test",
 
@@ -25,9 +45,14 @@ wildcard_constraints:
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/scores.smk"
-include: "workflow/rules/analysis.smk"
-include: "workflow/rules/llm.smk"
+
+
+for study in STUDIES:
+
+    include: study.rules
+
+
+include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -5,7 +5,7 @@ Target: the ~136 checkpoints (every 50 of 6750 steps) × 12 layers of one paper-
 
 The script writes that many checkpoints of a paper-config model into a temporary run directory
 (the weights drift from step to step as in training; only their shapes matter for the time), plus
-a full-size test split, and times ``posym.scores.score_run`` end to end: index verification,
+a full-size test split, and times ``posym.studies.a.head_scores.score_run`` end to end: index verification,
 checkpoint loading, the forward pass and the scores. In the same process it times the authors'
 procedure (permute the block input, rerun the block, once per swap) on one checkpoint, checks the
 two give the same scores, and extrapolates it to all checkpoints. It writes the timings as JSON.
@@ -28,10 +28,14 @@ from pathlib import Path
 
 import torch
 
-from posym import checkpoints, datasets, scores, tasks
-from posym.train import load_index
+from posym import checkpoints, config, datasets
+from posym.checkpoints import load_index
 from posym.files import write_json
 from posym.model import ModelConfig, PosymModel
+from posym.studies.a import head_scores as scores
+from posym.studies.a.tasks import get
+
+PAPER_A = config.study_defaults("a")  # the paper's model, test split and score settings
 
 HERE = Path(__file__).resolve().parent
 BUDGET_SECONDS = 300
@@ -40,8 +44,8 @@ LITERAL_CHUNK = 10  # samples per literal block call: 10 × 121 permuted inputs
 
 def write_paper_run(root: Path, n_checkpoints: int, test_samples: int) -> tuple[Path, Path]:
     """A run directory like ``posym train`` leaves: checkpoints every 50 steps, checkpoints.json, a test split."""
-    vocab = list(tasks.vocabulary("number").tokens)
-    model = PosymModel(ModelConfig(vocab_size=len(vocab))).initialise([0])
+    vocab = list(get("number").vocabulary.tokens)
+    model = PosymModel(ModelConfig(vocab_size=len(vocab), **PAPER_A["model"])).initialise([0])
     entries = []
     for k in range(n_checkpoints):
         with torch.no_grad():
@@ -56,7 +60,7 @@ def write_paper_run(root: Path, n_checkpoints: int, test_samples: int) -> tuple[
             }
         )
     write_json(root / "checkpoints.json", {"checkpoints": entries})
-    datasets.save_split(root / "test", tasks.generate_split("number", "test", size=test_samples), {"split": "test"})
+    datasets.save_split(root / "test", get("number").generate_split("test", 42, test_samples), {"split": "test"})
     return root / "checkpoints.json", root / "test.safetensors"
 
 
@@ -79,16 +83,16 @@ def literal_checkpoint_scores(model: PosymModel, ids: torch.Tensor) -> tuple[flo
         per_sample = []
         for chunk in cache[name].split(LITERAL_CHUNK, dim=1):
             unpermuted, permuted = scores.literal_swapped_attention(model, layer, chunk, swaps)
-            per_sample.append(torch.stack(scores.swap_scores(unpermuted, permuted, swaps), dim=-1))
+            per_sample.append(torch.stack(scores.swap_scores(unpermuted, permuted, swaps, PAPER_A["scores"]["tau"]), dim=-1))
         result.append(torch.cat(per_sample).mean(0)[0])
     return time.perf_counter() - start, torch.stack(result)
 
 
 def time_one_pass(index: Path, data: Path, samples: int, threads: int):
-    """Seconds and scores of ``posym.scores.score_run`` with ``threads`` torch threads."""
+    """Seconds and scores of ``posym.studies.a.head_scores.score_run`` with ``threads`` torch threads."""
     torch.set_num_threads(threads)
     start = time.perf_counter()
-    result = scores.score_run(index, data, samples=samples)
+    result = scores.score_run(index, data, samples=samples, tau=PAPER_A["scores"]["tau"])
     return time.perf_counter() - start, result
 
 
@@ -97,9 +101,9 @@ def main() -> None:
     parser.add_argument(
         "--checkpoints", type=int, default=136, help="checkpoints in the run (paper: 6750 / 50 + 1 = 136)"
     )
-    parser.add_argument("--samples", type=int, default=scores.SAMPLES, help="scored samples per checkpoint")
+    parser.add_argument("--samples", type=int, default=PAPER_A["scores"]["samples"], help="scored samples per checkpoint")
     parser.add_argument(
-        "--test-samples", type=int, default=tasks.SPLITS["test"][0], help="size of the loaded test split"
+        "--test-samples", type=int, default=PAPER_A["data"]["test_samples"], help="size of the loaded test split"
     )
     parser.add_argument(
         "--threads",

@@ -23,9 +23,12 @@ from pathlib import Path
 
 import torch
 
-from posym import tasks
+from posym import config
 from posym.model import PRECISIONS, ModelConfig, autocast
+from posym.studies.a.tasks import get
 from posym.train import Run, TrainConfig, Trainer
+
+PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
 
 HERE = Path(__file__).resolve().parent
 BATCH, TOKENS = 64, 18  # 17 inputs + the label, as HF sees them
@@ -58,7 +61,7 @@ def flops_per_sample(c: ModelConfig) -> float:
 
 def posym_trainer(members: int, model: ModelConfig, train: TrainConfig, data, test, tmp: Path) -> Trainer:
     runs = [Run(seed=m, train=data, test=test, out=tmp / f"m{m}") for m in range(members)]
-    return Trainer(runs, model, train, tasks.vocabulary("number").tokens)
+    return Trainer(runs, model, train, get("number").vocabulary.tokens)
 
 
 def hf_stepper(model: ModelConfig, train: TrainConfig, data):
@@ -136,13 +139,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     import tempfile
 
-    model = ModelConfig(vocab_size=len(tasks.vocabulary("number")))
-    data = tasks.generate("number", 20_000, 42)
-    test = tasks.generate("number", 256, 7)
+    model = ModelConfig(vocab_size=len(get("number").vocabulary), **PAPER_A["model"])
+    data = get("number").samples(20_000, 42)
+    test = get("number").samples(256, 7)
     with tempfile.TemporaryDirectory() as tmp:
         contenders = {}  # name -> (step, members, precision)
         for precision in args.precisions:
-            train = TrainConfig(device=args.device, precision=precision)
+            train = TrainConfig.from_dict({**PAPER_A["train"], "device": args.device, "precision": precision})
             suffix = "" if precision == "fp32" else f"_{precision}"
             contenders[f"posym{suffix}"] = (posym_trainer(1, model, train, data, test, Path(tmp) / precision).step, 1, precision)
             contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, train, data), 1, precision)

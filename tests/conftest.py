@@ -19,8 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from posym import config as posym_config
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
+#: The test configurations: each of tests/configs/ over the tiny one (tiny itself alone).
+CONFIG_MATRIX = {
+    path.stem: (TINY,) if path == TINY else (TINY, path) for path in sorted((REPO / "tests" / "configs").glob("*.yaml"))
+}
 CLUSTER_SH = REPO / "tests" / "slurm" / "cluster.sh"
 SNAKEMAKE_TIMEOUT_S = 900  # the tiny pipeline takes 1-3 min on 2 cores
 
@@ -33,6 +39,76 @@ _GIT_IDENTITY = {
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
 }
+
+
+# ------------------------------------------------------------------------------------------ the fast loop
+
+
+#: Fixtures that run a workflow or a cluster: a test that uses one is slow (it stays out of `pytest -m "not slow"`).
+SLOW_FIXTURES = {"tiny_run", "slurm_cluster"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+def model_config(vocab_size: int, **settings):
+    """A ModelConfig of paper A's defaults (its schema) with ``settings`` changed."""
+    from posym.model import ModelConfig
+
+    return ModelConfig(vocab_size=vocab_size, **{**posym_config.study_defaults("a")["model"], **settings})
+
+
+def train_config(**settings):
+    """A TrainConfig of paper A's defaults (its schema) with ``settings`` changed."""
+    from posym.train import TrainConfig
+
+    return TrainConfig.from_dict({**posym_config.study_defaults("a")["train"], **settings})
+
+
+# ------------------------------------------------------------------------------------------ a tiny language model
+
+
+def build_tokenizer():
+    """Word-level tokenizer over paper A's probe prompts' pieces, with digits split off: ``" c2"`` → ``▁c`` + ``2``,
+    so Letter candidates take two tokens and Number candidates one (both scoring paths run)."""
+    import string
+
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from posym.studies.a.tasks import PAPER_ORDER, get
+
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Digits(individual_digits=True)])
+    texts = [get(task).render_probe(text.split()) for task in PAPER_ORDER for text, _ in get(task).probe_examples]
+    pieces = {piece for text in texts for piece, _ in pre.pre_tokenize_str(text)}
+    pieces |= {f"{p}{c}" for p in ("", "▁", '▁"') for c in string.ascii_lowercase + string.digits} | {"▁"}
+    core = Tokenizer(
+        models.WordLevel({t: i for i, t in enumerate(["[UNK]", "</s>", *sorted(pieces)])}, unk_token="[UNK]")
+    )
+    core.pre_tokenizer, core.decoder = pre, decoders.Metaspace()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", eos_token="</s>")
+
+
+def build_tiny_llm(path: Path, tokenizer=None) -> Path:
+    """A randomly initialised 2-layer RoPE language model (Llama) saved with its tokenizer in ``path``."""
+    import torch
+    import transformers
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=None, eos_token_id=1, pad_token_id=None,
+    )  # fmt: skip
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
 
 
 # ------------------------------------------------------------------------------------------ repository copies
@@ -126,6 +202,24 @@ def planned_jobs(result) -> dict[str, int]:
         if match and match.group(1) != "total":
             counts[match.group(1)] = int(match.group(2))
     return counts
+
+
+def workflow_rules(configfiles, workdir=None):
+    """The rules of the workflow Snakemake builds for ``configfiles`` (read through its API: generated rules and
+    `use rule` variants included), without running anything."""
+    import tempfile
+
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with tempfile.TemporaryDirectory() as scratch, SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[Path(p) for p in configfiles]),
+            snakefile=REPO / "Snakefile",
+            workdir=Path(workdir or scratch),
+        )
+        return list(workflow._workflow.rules)  # the API has no public list of a workflow's rules
 
 
 def report_dir(workdir) -> Path:

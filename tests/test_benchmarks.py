@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_train_throughput_writes_every_contender_and_ratio(tmp_path):
     out = tmp_path / "train_throughput.json"
     command = [sys.executable, "benchmarks/train_throughput.py", "--rounds", "1", "--steps", "1", "--packed", "2", "--threads", "1", "--out", str(out)]

@@ -2,7 +2,10 @@
 
 import pandas as pd
 
-from posym import claims
+from posym import claims, config, study
+
+# Paper A's claim rows as the report gets them (study.yaml applied to the default configuration).
+CLAIMS = study.load("a").plan(config.validate({}))["claims"]
 
 
 def test_seed_summary_counts_only_tested_seeds_and_needs_all_to_pass():
@@ -40,7 +43,7 @@ def test_summary_covers_every_claim_and_grades_mixed_results():
             claims.row("A-5", "number <= 0.85 at 100", "0.6", "<= 0.85", True, seed=1),
         ]
     )
-    summary = claims.summary([a1, a5]).set_index("claim")
+    summary = claims.summary([a1, a5], CLAIMS).set_index("claim")
     assert list(summary.index) == [f"A-{i}" for i in range(1, 8)]
     assert summary.loc["A-1", "verdict"] == "pass" and summary.loc["A-1", "ours"] == "2 of 2 checks pass"
     assert summary.loc["A-5", "verdict"] == "partly" and summary.loc["A-5", "ours"] == "1 of 2 checks pass"
@@ -50,5 +53,12 @@ def test_summary_covers_every_claim_and_grades_mixed_results():
 def test_summary_reads_tables_back_from_csv(tmp_path):
     path = tmp_path / "claims_A6.csv"
     claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True)]).to_csv(path, index=False)
-    summary = claims.summary([pd.read_csv(path, dtype=str, keep_default_na=False)]).set_index("claim")
+    summary = claims.summary([pd.read_csv(path, dtype=str, keep_default_na=False)], CLAIMS).set_index("claim")
     assert summary.loc["A-6", "verdict"] == "pass"
+
+
+def test_a_claim_that_does_not_apply_says_why():
+    rows = [dict(c, applicable=c["id"] != "A-4", reason="not applicable to this model: a.model.position is 'alibi'") for c in CLAIMS]
+    summary = claims.summary([], rows).set_index("claim")
+    assert summary.loc["A-4", "verdict"] == claims.NOT_APPLICABLE and "alibi" in summary.loc["A-4", "ours"]
+    assert summary.loc["A-1", "verdict"] == "not tested"

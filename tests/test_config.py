@@ -6,32 +6,36 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posym import config
+from posym import config, study
 
 REPO = Path(__file__).parents[1]
 
 BAD = [
-    ({"train": {"steps": -5}}, "train.steps", "less than the minimum"),
-    ({"train": {"steps": "many"}}, "train.steps", "not of type 'integer'"),
-    ({"train": {"learning_rate": 0}}, "train.learning_rate", "less than or equal to the minimum"),
-    ({"tasks": ["number", "colour"]}, "tasks.1", "is not one of"),
-    ({"tasks": []}, "tasks", "should be non-empty"),
-    ({"seeds": []}, "seeds", "should be non-empty"),
-    ({"seeds": [0, 0]}, "seeds", "non-unique"),
-    ({"seeds": [-1]}, "seeds.0", "less than the minimum"),
+    ({"a": {"train": {"steps": -5}}}, "a.train.steps", "less than the minimum"),
+    ({"a": {"train": {"steps": "many"}}}, "a.train.steps", "not of type 'integer'"),
+    ({"a": {"train": {"learning_rate": 0}}}, "a.train.learning_rate", "less than or equal to the minimum"),
+    ({"a": {"tasks": ["number", "colour"]}}, "a.tasks.1", "is not one of"),
+    ({"a": {"tasks": []}}, "a.tasks", "should be non-empty"),
+    ({"a": {"seeds": []}}, "a.seeds", "should be non-empty"),
+    ({"a": {"seeds": [0, 0]}}, "a.seeds", "non-unique"),
+    ({"a": {"seeds": [-1]}}, "a.seeds.0", "less than the minimum"),
     ({"trian": {"steps": 10}}, "trian", "unknown key"),
-    ({"model": {"layers": 4}}, "model.layers", "unknown key"),
-    ({"model": {"position": "sinusoid"}}, "model.position", "is not one of"),
-    ({"model": {"n_head": 3}}, "model.n_head", "does not divide"),
-    ({"model": {"rotary_dim": 7}}, "model.rotary_dim", "must be even"),
-    ({"train": {"betas": [0.9]}}, "train.betas", "too short"),
-    ({"train": {"warmup_steps": 10000}}, "train.warmup_steps", "exceeds train.steps"),
-    ({"train": {"batch_size": 64}, "data": {"train_samples": 32}}, "data.train_samples", "less than the minimum"),
-    ({"train": {"eval_samples": 50000}}, "train.eval_samples", "exceeds data.test_samples"),
-    ({"train": {"device": "tpu"}}, "train.device", "is not one of"),
-    ({"train": {"precision": "fp16"}}, "train.precision", "is not one of"),
-    ({"length": {"extra_tokens": [0, 10, 10]}}, "length.extra_tokens", "non-unique"),
+    ({"a": {"model": {"layers": 4}}}, "a.model.layers", "unknown key"),
+    ({"a": {"model": {"position": "sinusoid"}}}, "a.model.position", "is not one of"),
+    ({"a": {"model": {"n_head": 3}}}, "a.model.n_head", "does not divide"),
+    ({"a": {"model": {"rotary_dim": 7}}}, "a.model.rotary_dim", "must be even"),
+    ({"a": {"train": {"betas": [0.9]}}}, "a.train.betas", "too short"),
+    ({"a": {"train": {"warmup_steps": 10000}}}, "a.train.warmup_steps", "exceeds train.steps"),
+    ({"a": {"train": {"batch_size": 64}, "data": {"train_samples": 32}}}, "a.data.train_samples", "less than the minimum"),
+    ({"a": {"train": {"eval_samples": 50000}}}, "a.train.eval_samples", "exceeds data.test_samples"),
+    ({"a": {"train": {"device": "tpu"}}}, "a.train.device", "is not one of"),
+    ({"a": {"train": {"precision": "fp16"}}}, "a.train.precision", "is not one of"),
+    ({"a": {"length": {"extra_tokens": [0, 10, 10]}}}, "a.length.extra_tokens", "non-unique"),
     ({"threads": True}, "threads", "not of type 'integer'"),
+    ({"studies": ["z"]}, "studies.0", "is not one of"),
+    ({"studies": []}, "studies", "should be non-empty"),
+    ({"a": {"llm": {"model": "m", "endpoint_model": "e"}}}, "a.llm.endpoint_model", "not both"),
+    ({"a": {"geometry": {"layer": 12}}}, "a.geometry.layer", "is not a layer"),
 ]
 
 
@@ -44,7 +48,7 @@ def test_bad_values_name_their_key(values, key, reason):
 
 
 def test_defaults_are_paper_a():
-    filled = config.validate({})
+    filled = config.validate({})["a"]
     assert filled["train"]["steps"] == 6750 and filled["train"]["batch_size"] == 64
     assert filled["train"]["learning_rate"] == 1e-4 and filled["train"]["betas"] == [0.95, 0.999]
     assert filled["model"]["n_layer"] == 12 and filled["model"]["n_head"] == 1 and filled["model"]["d_model"] == 128
@@ -62,12 +66,40 @@ def test_every_shipped_variant_is_valid_over_config_yaml(variant):
     config.load([REPO / "config.yaml", REPO / "configs" / variant])
 
 
+def test_a_key_of_the_layout_before_studies_says_where_it_lives_now():
+    with pytest.raises(config.ConfigError, match=r"config key 'tasks': unknown key .*'a.tasks'"):
+        config.validate({"tasks": ["number"]})
+
+
+def test_a_study_section_is_filled_only_when_the_study_runs():
+    assert set(config.validate({})) == {"studies", "threads", "report", "a"}
+    assert config.validate({})["report"]["title"] == "posym: paper A reproduced"
+
+
+# The hash part of a report version (reports/<code>-cfg<hash>) of every paper-A configuration, as it was before the
+# studies had sections of their own (posym 29ce003): a version made then keeps its name.
+VERSION_HASHES = {
+    (): "79f61f7c3f",
+    ("configs/quick.yaml",): "2fbf187bd4",
+    ("tests/configs/tiny.yaml",): "e3c1343ab4",
+    ("configs/bf16.yaml",): "3380c63ad8",
+    ("configs/quick.yaml", "configs/bf16.yaml"): "a2be4a6b8c",
+}
+
+
+@pytest.mark.parametrize("variants", list(VERSION_HASHES), ids=lambda v: "+".join(v) or "config.yaml")
+def test_the_version_hash_of_paper_a_configs_is_unchanged(variants):
+    validated = config.load([REPO / "config.yaml", *(REPO / v for v in variants)])
+    assert config.digest(config.canonical(validated)) == VERSION_HASHES[variants]
+
+
 def test_every_schema_key_has_a_description_and_a_default():
     def walk(node, path):
         for name, sub in node.get("properties", {}).items():
             here = f"{path}.{name}".lstrip(".")
             assert "description" in sub, here
-            assert "default" in sub, here
+            # a study's section is filled when the study runs (config.validate), so it has no default itself
+            assert "default" in sub or here in study.known(), here
             if sub.get("type") in ("integer", "number") or "integer" in sub.get("type", []):
                 assert "minimum" in sub or "exclusiveMinimum" in sub, f"{here} has no lower bound"
             walk(sub, here)
@@ -77,7 +109,7 @@ def test_every_schema_key_has_a_description_and_a_default():
 
 @pytest.mark.parametrize(
     "values, key",
-    [({"train": {"steps": -5}}, "train.steps"), ({"tasks": ["numbers"]}, "tasks.0"), ({"report": {"colour": "red"}}, "report.colour")],
+    [({"a": {"train": {"steps": -5}}}, "a.train.steps"), ({"a": {"tasks": ["numbers"]}}, "a.tasks.0"), ({"report": {"colour": "red"}}, "report.colour")],
 )
 def test_snakemake_stops_before_any_job(tmp_path, values, key):
     bad = tmp_path / "bad.yaml"
@@ -93,16 +125,17 @@ def test_snakemake_stops_before_any_job(tmp_path, values, key):
 
 
 def test_sections_limit_the_errors_to_the_keys_a_command_uses():
-    values = {"data": {"test_samples": 256}, "train": {"eval_samples": 128}}  # length.samples (1000) now too large
-    with pytest.raises(config.ConfigError, match="length.samples"):
+    values = {"a": {"data": {"test_samples": 256}, "train": {"eval_samples": 128}}}  # length.samples (1000) now too large
+    with pytest.raises(config.ConfigError, match="a.length.samples"):
         config.validate(values)
-    assert config.validate(values, sections=("data", "model", "train"))["data"]["test_samples"] == 256
-    with pytest.raises(config.ConfigError, match="train.eval_samples"):
-        config.validate({"data": {"test_samples": 100}}, sections=("data", "model", "train"))
+    sections = ("a.data", "a.model", "a.train")
+    assert config.validate(values, sections=sections)["a"]["data"]["test_samples"] == 256
+    with pytest.raises(config.ConfigError, match="a.train.eval_samples"):
+        config.validate({"a": {"data": {"test_samples": 100}}}, sections=sections)
 
 
 def test_schema_precisions_are_the_models():
     from posym.model import PRECISIONS
 
-    schema = config.load_schema()["properties"]["train"]["properties"]["precision"]
+    schema = config.load_schema()["properties"]["a"]["properties"]["train"]["properties"]["precision"]
     assert sorted(schema["enum"]) == sorted(PRECISIONS)

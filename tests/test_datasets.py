@@ -8,15 +8,17 @@ import torch
 
 from posym import datasets, tasks
 from posym.files import IntegrityError, read_json, save_tensors, sha256_file, write_json
+from posym.studies.a.tasks import PAPER_ORDER, get
+from posym.tasks import TaskData
 
 
 def config(n=500, seed=11, split="val", **extra):
     return {"n": n, "seed": seed, "split": split, **extra}
 
 
-@pytest.fixture(params=tasks.TASKS)
+@pytest.fixture(params=PAPER_ORDER)
 def saved(request, tmp_path):
-    data = tasks.generate(request.param, 500, 11)
+    data = get(request.param).samples(500, 11)
     tensors_path, metadata_path = datasets.save_split(tmp_path / request.param / "val", data, config())
     return data, tensors_path, metadata_path
 
@@ -27,7 +29,7 @@ def test_round_trip(saved):
     for given in (tensors_path, metadata_path, tensors_path.with_suffix("")):
         loaded = datasets.load_split(given)
         assert loaded.task == data.task
-        for name in tasks.TaskData.ARRAYS:
+        for name in data.all_arrays():
             assert getattr(loaded, name).dtype == getattr(data, name).dtype
             assert np.array_equal(getattr(loaded, name), getattr(data, name))
 
@@ -37,7 +39,7 @@ def test_metadata_records_what_made_the_split(saved):
     meta = read_json(metadata_path)
     assert meta["task"] == data.task and list(meta["sets"]) == ["val"]
     assert meta["sets"]["val"]["n_samples"] == 500 and meta["sets"]["val"]["seq_len"] == 17
-    assert meta["vocab"] == list(tasks.vocabulary(data.task).tokens)
+    assert meta["vocab"] == list(get(data.task).vocabulary.tokens)
     assert meta["generator"] == config()
     assert meta["sha256"] == sha256_file(tensors_path)
     assert meta["sets"]["val"]["arrays"]["tokens"] == {"shape": [500, 17], "dtype": "uint8"}
@@ -47,7 +49,7 @@ def test_metadata_records_what_made_the_split(saved):
 
 
 def test_directory_target_uses_the_split_name(tmp_path):
-    data = tasks.generate("number", 50, 1)
+    data = get("number").samples(50, 1)
     tensors_path, _ = datasets.save_split(tmp_path, data, config(n=50, seed=1, split="test"))
     assert tensors_path == tmp_path / "test.safetensors"
     with pytest.raises(ValueError):
@@ -55,9 +57,9 @@ def test_directory_target_uses_the_split_name(tmp_path):
 
 
 def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path):
-    for task in tasks.TASKS:
+    for task in PAPER_ORDER:
         paths = [
-            datasets.save_split(tmp_path / f"{task}_{i}", tasks.generate(task, 800, seed), config(800, seed))[0]
+            datasets.save_split(tmp_path / f"{task}_{i}", get(task).samples(800, seed), config(800, seed))[0]
             for i, seed in enumerate((5, 5, 6))
         ]
         digests = [sha256_file(p) for p in paths]
@@ -65,34 +67,34 @@ def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path):
 
 
 def test_extended_split_round_trip(tmp_path):
-    data = tasks.length_extension_set("letter", 200, extra=120, seed=3)
+    data = get("letter").length_extension_set(200, extra=120, seed=3, base_seed=42)
     datasets.save_split(tmp_path / "len120.safetensors", data, {"n": 200, "seed": 3, "extra": 120})
     loaded = datasets.load_split(tmp_path / "len120")
     assert loaded.tokens.shape == (200, 137) and np.array_equal(loaded.tokens, data.tokens)
     assert datasets.load_splits(tmp_path / "len120.json").keys() == {"len120"}  # named after the file
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_several_lengths_in_one_file(tmp_path, task):
-    sets = {f"extra{x}": tasks.length_extension_set(task, 100, extra=x, seed=1) for x in (0, 10, 250)}
+    sets = {f"extra{x}": get(task).length_extension_set(100, extra=x, seed=1, base_seed=42) for x in (0, 10, 250)}
     tensors_path, _ = datasets.save_splits(tmp_path / "length.safetensors", sets, {"samples": 100, "seed": 1})
     loaded = datasets.load_splits(tensors_path)
     assert list(loaded) == list(sets)
     for name, data in sets.items():
         assert loaded[name].seq_len == data.seq_len
-        assert all(np.array_equal(getattr(loaded[name], k), getattr(data, k)) for k in tasks.TaskData.ARRAYS)
+        assert all(np.array_equal(getattr(loaded[name], k), getattr(data, k)) for k in data.all_arrays())
     with pytest.raises(ValueError, match="3 sets"):
         datasets.load_split(tensors_path)
     with pytest.raises(ValueError, match="one task"):
         datasets.save_splits(
             tmp_path / "mixed",
-            {"a": sets["extra0"], "b": tasks.generate("number" if task == "letter" else "letter", 10, 1)},
+            {"a": sets["extra0"], "b": get("number" if task == "letter" else "letter").samples(10, 1)},
             {},
         )
 
 
 def test_save_refuses_invalid_data(tmp_path):
-    data = tasks.generate("number", 50, 1)
+    data = get("number").samples(50, 1)
     data.labels[3] ^= 1
     with pytest.raises(ValueError, match="sample 3"):
         datasets.save_split(tmp_path / "bad", data, config(50, 1))
@@ -169,9 +171,9 @@ def test_record_that_does_not_match_is_refused(saved, edit, message):
 
 def test_consistent_but_wrong_content_is_refused(tmp_path):
     """A file whose record matches but whose chains do not lead to the labels (e.g. written by other code)."""
-    data = tasks.generate("letter", 100, 2)
+    data = get("letter").samples(100, 2)
     tensors_path, metadata_path = datasets.save_split(tmp_path / "s", data, config(100, 2))
-    arrays = {f"val/{k}": torch.from_numpy(v.copy()) for k, v in data.arrays().items()}
+    arrays = {f"val/{k}": torch.from_numpy(v.copy()) for k, v in data.all_arrays().items()}
     arrays["val/labels"][17] ^= 1
     meta = read_json(metadata_path)
     meta["sha256"] = save_tensors(tensors_path, arrays)
@@ -179,13 +181,13 @@ def test_consistent_but_wrong_content_is_refused(tmp_path):
     with pytest.raises(IntegrityError, match="sample 17") as err:
         datasets.load_split(tensors_path)
     assert err.value.path == tensors_path
-    assert datasets.load_split(tensors_path, check_chains=False).labels[17] == data.labels[17] ^ 1
+    assert datasets.load_split(tensors_path, check_answers=False).labels[17] == data.labels[17] ^ 1
 
 
 def test_wrong_dtype_is_refused(tmp_path):
-    data = tasks.generate("number", 100, 2)
+    data = get("number").samples(100, 2)
     tensors_path, metadata_path = datasets.save_split(tmp_path / "s", data, config(100, 2))
-    arrays = {f"val/{k}": torch.from_numpy(v.copy()) for k, v in data.arrays().items()}
+    arrays = {f"val/{k}": torch.from_numpy(v.copy()) for k, v in data.all_arrays().items()}
     arrays["val/tokens"] = arrays["val/tokens"].to(torch.int64)
     meta = read_json(metadata_path)
     meta["sha256"] = save_tensors(tensors_path, arrays)

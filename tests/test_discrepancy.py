@@ -5,21 +5,23 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import discrepancy, tasks
-from posym.model import ModelConfig, PosymModel
+from conftest import model_config
+from posym.model import PosymModel
+from posym.studies.a import length_generalisation as discrepancy
+from posym.studies.a.tasks import get
 
 
 @pytest.fixture(scope="module")
 def model():
     return (
-        PosymModel(ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=32))
+        PosymModel(model_config(len(get("number").vocabulary), n_layer=2, d_model=32))
         .initialise([5])
         .eval()
     )
 
 
 def test_last_query_scores_are_the_logits_fed_to_softmax(model):
-    tokens = tasks.length_extension_set("number", 8, extra=30, seed=1).tokens
+    tokens = get("number").length_extension_set(8, extra=30, seed=1, base_seed=42).tokens
     scores = discrepancy.last_query_scores(model, tokens)
     cache = model.run_with_cache(
         torch.as_tensor(tokens, dtype=torch.long), [f"blocks.{l}.attn.hook_attn_scores" for l in (0, 1)]
@@ -31,7 +33,7 @@ def test_last_query_scores_are_the_logits_fed_to_softmax(model):
 
 
 def test_batches_do_not_change_the_scores(model, monkeypatch):
-    tokens = tasks.length_extension_set("number", 8, extra=10, seed=2).tokens
+    tokens = get("number").length_extension_set(8, extra=10, seed=2, base_seed=42).tokens
     whole = discrepancy.last_query_scores(model, tokens)
     monkeypatch.setattr(discrepancy, "TOKENS_PER_BATCH", 27 * 3)  # three inputs per batch
     assert np.allclose(discrepancy.last_query_scores(model, tokens), whole, atol=1e-6)
@@ -49,7 +51,7 @@ def test_head_statistics_on_known_logits():
 
 
 def test_discrepancy_table_covers_every_length_layer_and_head(model):
-    sets = {f"extra{x}": tasks.length_extension_set("number", 16, extra=x, seed=3) for x in (0, 20)}
+    sets = {f"extra{x}": get("number").length_extension_set(16, extra=x, seed=3, base_seed=42) for x in (0, 20)}
     table = discrepancy.discrepancy_table(model, sets, samples=8)
     assert table[["extra_tokens", "length"]].drop_duplicates().values.tolist() == [[0, 17], [20, 37]]
     assert len(table) == 2 * 2 and (table["n"] == 8).all()
@@ -57,7 +59,7 @@ def test_discrepancy_table_covers_every_length_layer_and_head(model):
 
 
 def test_hop_balanced_takes_the_first_of_each_hop_count():
-    data = tasks.generate_split("letter", "test", size=64)
+    data = get("letter").generate_split("test", 42, 64)
     chosen = discrepancy.hop_balanced(data, 8)
     assert np.bincount(chosen.hops, minlength=5)[1:].tolist() == [2, 2, 2, 2]
 

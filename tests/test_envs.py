@@ -24,10 +24,9 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from conftest import REPO, TINY, clean_env, copy_repo, snakemake_command
+from conftest import CONFIG_MATRIX, REPO, TINY, clean_env, copy_repo, snakemake_command, workflow_rules
 
 ENVS = sorted((REPO / "envs").glob("*.yaml"))
-RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 EDITABLE = "-e ${POSYM_REPO}"  # pip expands ${POSYM_REPO}; the workflow sets it (workflow/rules/common.smk)
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+!-]*)$")
 
@@ -104,34 +103,17 @@ def test_training_env_takes_pypis_cuda_build_of_torch():
     assert not [line for line in pip if "+" in line or "index-url" in line or "find-links" in line], pip
 
 
-def rules_and_bodies(path: Path):
-    """(rule name, its lines) of every rule in a Snakefile, at any indentation (rules inside `if`)."""
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        match = re.match(r"^(\s*)rule (\w+):", line)
-        if not match:
-            continue
-        indent, body = len(match.group(1)), []
-        for following in lines[i + 1 :]:
-            if following.strip() and len(following) - len(following.lstrip()) <= indent:
-                break
-            body.append(following)
-        yield match.group(2), body
-
-
 def test_every_rule_that_runs_something_names_an_environment():
+    """Asked of the workflow Snakemake builds (rules generated from the studies' tables and `use rule` variants
+    included), on the tiny config with the LLM probe's rule present."""
     checked = []
-    for path in RULE_FILES:
-        for rule, body in rules_and_bodies(path):
-            directives = {m.group(1) for line in body if (m := re.match(r"^\s+(\w+):", line))}
-            if not directives & {"shell", "script", "notebook", "run", "wrapper"}:
-                continue  # e.g. `rule all`: nothing runs
-            assert "conda" in directives, f"{path.name}: rule {rule} has no conda: directive"
-            index = next(i for i, line in enumerate(body) if re.match(r"^\s+conda:", line))
-            env = (path.parent / yaml.safe_load(body[index + 1].strip())).resolve()
-            assert env in [e.resolve() for e in ENVS], f"{path.name}: rule {rule} names {env}, not one of envs/"
-            checked.append(rule)
-    assert {"split", "train", "evaluate_test", "notebook_training", "report"} <= set(checked)
+    for rule in workflow_rules(CONFIG_MATRIX["llm"]):
+        if rule.shellcmd is None and not rule.is_run:
+            continue  # e.g. `rule all`: nothing runs
+        assert rule.conda_env is not None, f"rule {rule.name} has no conda: directive"
+        assert Path(rule.conda_env).resolve() in [e.resolve() for e in ENVS], f"rule {rule.name} names {rule.conda_env}"
+        checked.append(rule.name)
+    assert {"split", "train", "evaluate_test", "a_scores", "a_llm_probe", "a_notebook_training", "report"} <= set(checked)
 
 
 FAKE_CONDA = '''#!{python}

@@ -21,11 +21,11 @@ from conftest import TINY, clean_env, copy_repo, report_dir, snakemake, snakemak
 
 pytestmark = pytest.mark.slow
 
-TRAIN = "results/train/number/seed0"
+TRAIN = "results/a/train/number/seed0"
 TRAIN_TARGET = f"{TRAIN}/checkpoints.json"  # split x2 -> train
-EVAL_TARGET = "results/eval/number/seed0/test.csv"
+EVAL_TARGET = "results/a/eval/number/seed0/test.csv"
 TRAIN_OUTPUTS = ("checkpoints.json", "metrics.csv", "train_log.csv")
-LONGER = {"train": {"steps": 240, "checkpoint_every": 20}}  # about 10 s of training on 2 cores
+LONGER = {"a": {"train": {"steps": 240, "checkpoint_every": 20}}}  # about 10 s of training on 2 cores
 WAIT_S = 300
 
 
@@ -119,7 +119,7 @@ def test_a_run_killed_mid_training_resumes_from_its_last_checkpoint(tmp_path, lo
     assert not any((workdir / TRAIN / name).exists() for name in TRAIN_OUTPUTS)  # nothing half-written
 
     _, done = rerun_like_a_user(workdir, TRAIN_TARGET, configfiles=longer)
-    log = (workdir / "logs/train/number/seed0.log").read_text()
+    log = (workdir / "logs/a/train/number/seed0.log").read_text()
     assert "resuming from step " in log, log[:3000]
     resumed_from = int(log.split("resuming from step ")[1].split()[0])
     assert resumed_from >= 60, log[:3000]
@@ -191,37 +191,37 @@ def test_a_truncated_checkpoint_fails_its_job_naming_the_file(tmp_path, longer, 
 def test_a_truncated_dataset_fails_its_job_naming_the_file(tmp_path, longer, reference):
     workdir = tmp_path / "repo"
     shutil.copytree(reference, workdir, symlinks=True)
-    truncate(workdir / "results/data/number/seed0/test.safetensors")
+    truncate(workdir / "results/a/data/number/seed0/test.safetensors")
     result = snakemake(workdir, EVAL_TARGET, configfiles=longer, check=False)
     # the damaged file is newer than the training that read it, so training runs again and refuses it
     log = failed_job_log(result, workdir, "train")
-    assert "results/data/number/seed0/test.safetensors: sha256" in log, log
+    assert "results/a/data/number/seed0/test.safetensors: sha256" in log, log
     assert "Traceback" not in log
     assert not (workdir / EVAL_TARGET).exists()
     assert (workdir / TRAIN / "checkpoints/step-000240").is_dir()  # the checkpoints survive the failed job
 
 
 NOTEBOOK_OUTPUTS = (
-    "results/notebooks/tasks.ipynb",
-    "results/figures/fig1_tasks.png",
-    "results/figures/fig1_tasks.svg",
-    "results/tables/table2_prompts.csv",
-    "results/tables/table2_prompts.md",
+    "results/a/notebooks/tasks.ipynb",
+    "results/a/figures/fig1_tasks.png",
+    "results/a/figures/fig1_tasks.svg",
+    "results/a/tables/table2_prompts.csv",
+    "results/a/tables/table2_prompts.md",
 )
 FAILING_CELL = """import os
-written = [p for p in (figure_png, figure_svg, table_csv, table_md) if os.path.exists(p)]
+written = [p for name in ("fig1_tasks", "table2_prompts") for p in outputs[name].values() if os.path.exists(p)]
 raise RuntimeError(f"injected failure after writing {len(written)} of 4 outputs")"""
 
 
 def test_a_failed_job_is_retried_with_more_memory_and_leaves_none_of_its_outputs(tmp_path):
     workdir = copy_repo(tmp_path / "repo")
-    path = workdir / "workflow/notebooks/tasks.ipynb"
+    path = workdir / "workflow/posym/studies/a/notebooks/tasks.ipynb"
     notebook = json.loads(path.read_text())
     notebook["cells"].append({"cell_type": "code", "metadata": {}, "source": FAILING_CELL, "outputs": [], "execution_count": None})
     path.write_text(json.dumps(notebook))
 
     result = snakemake(workdir, NOTEBOOK_OUTPUTS[0], "--retries", "1", check=False)
-    log = failed_job_log(result, workdir, "notebook_tasks")
+    log = failed_job_log(result, workdir, "a_notebook_tasks")
     assert "injected failure after writing 4 of 4 outputs" in log, log[-3000:]
     leftovers = [name for name in NOTEBOOK_OUTPUTS if (workdir / name).exists()]
     assert not leftovers, f"a failed job left {leftovers}"

@@ -1,7 +1,6 @@
 """Information-flow grids (spec §A8, §A9): the idealised Index / Retrieval flows solve the tasks, the Fig 3
 examples are valid inputs, and the model-flow procedure reproduces Index when a model attends like it."""
 
-import argparse
 import json
 
 import numpy as np
@@ -9,13 +8,17 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import checkpoints, flow, tasks
+from conftest import model_config
+from posym import checkpoints, cli
 from posym.files import write_json
-from posym.model import ModelConfig, PosymModel
+from posym.model import PosymModel
+from posym.studies.a import information_flow as flow
+from posym.studies.a.tasks import PAPER_ORDER, get
+from posym.tasks import TaskData
 
 
 def as_tokens(task, ids):
-    return tasks.decode(task, ids)
+    return get(task).vocabulary.decode(ids)
 
 
 # --------------------------------------------------------------------------- the basic functions
@@ -31,14 +34,14 @@ def test_listing_1_on_the_figure_1_examples():
     assert [row[-1] for row in rows] == ["IG", "GD", "DE", "EC", "C2"]  # more hops than layers: all hops shown
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_hop_function_h_times_then_reflexive_gives_the_label_of_generated_samples(task):
-    data = tasks.generate_split(task, "test", size=300)
+    data = get(task).generate_split("test", 42, 300)
     for tokens, label, hops in zip(data.tokens, data.labels, data.hops):
         rows = flow.ideal_rows(task, as_tokens(task, tokens), n_layer=6)
         assert flow.hop_count(task, rows) == hops
-        assert rows[-1][-1] == tasks.vocabulary(task).tokens[label]
-        assert all(not flow.is_answer_token(task, row[-1]) for row in rows[:hops])
+        assert rows[-1][-1] == get(task).vocabulary.tokens[label]
+        assert all(not get(task).is_answer_token(row[-1]) for row in rows[:hops])
 
 
 def test_an_input_without_a_chain_is_refused():
@@ -48,26 +51,25 @@ def test_an_input_without_a_chain_is_refused():
 
 @pytest.mark.parametrize("task, answer, position, hops", [("number", "n", 2, 4), ("letter", "a2", 4, 3)])
 def test_the_figure_3_examples_are_valid_task_inputs(task, answer, position, hops):
-    vocab = tasks.vocabulary(task)
-    ids = np.array([[vocab.index(t) for t in flow.EXAMPLES[task]]], dtype=np.uint8)
-    data = tasks.TaskData(
-        task, ids, np.array([vocab.index(answer)], np.uint8), np.array([hops], np.uint8), np.array([position], np.int32)
-    )
-    tasks.validate(data)  # re-follows the chain: label, hop count and answer position must agree
+    vocab = get(task).vocabulary
+    ids = np.array([[vocab.index(t) for t in flow.example(task)]], dtype=np.uint8)
+    arrays = {"hops": np.array([hops], np.uint8), "target_pos": np.array([position], np.int32)}
+    data = TaskData(task, ids, np.array([vocab.index(answer)], np.uint8), arrays)
+    get(data.task).validate(data)  # re-follows the chain: label, hop count and answer position must agree
 
 
 def test_answer_arrivals_trace_the_hops_of_the_ideal_number_flow():
-    grid = flow.ideal_flow("number", flow.EXAMPLES["number"], n_layer=12)
+    grid = flow.ideal_flow("number", flow.example("number"), n_layer=12)
     assert grid["depth"].max() == 12
     # the hop chain 16 → 14 → 10 → 8 → 2 ('n'), one hop per layer; offset 7 at 15 also points at 8
     assert flow.answer_arrivals(grid, "n") == {8: 1, 10: 2, 14: 3, 15: 2, 16: 4}
 
 
 def test_answer_symbols_by_id_and_by_token_agree():
-    for task in tasks.TASKS:
-        vocab = tasks.vocabulary(task)
-        by_id = flow.is_answer_id(task, np.arange(1, len(vocab)))
-        by_token = [flow.is_answer_token(task, t) for t in vocab.tokens[1:]]
+    for task in PAPER_ORDER:
+        vocab = get(task).vocabulary
+        by_id = get(task).is_answer_id(np.arange(1, len(vocab)))
+        by_token = [get(task).is_answer_token(t) for t in vocab.tokens[1:]]
         assert by_id.tolist() == by_token and 0 < sum(by_token) < len(by_token)
 
 
@@ -78,7 +80,7 @@ class IndexAttention:
     """A stand-in model whose every layer attends like Index: an offset σ at i looks at i − σ, a letter at itself."""
 
     def __init__(self, tokens, n_layer):
-        self.config = ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=n_layer)
+        self.config = model_config(len(get("number").vocabulary), n_layer=n_layer)
         offsets = [0 if not t.isdigit() else int(t) for t in tokens]
         pattern = torch.zeros(len(tokens), len(tokens))
         pattern[torch.arange(len(tokens)), torch.arange(len(tokens)) - torch.tensor(offsets)] = 1.0
@@ -92,12 +94,12 @@ class IndexAttention:
 
     def __call__(self, ids):
         logits = torch.zeros(1, self.config.vocab_size)
-        logits[0, tasks.vocabulary("number").index("n")] = 1.0
+        logits[0, get("number").vocabulary.index("n")] = 1.0
         return logits
 
 
 def test_a_model_attending_like_index_has_the_ideal_flow():
-    tokens = flow.EXAMPLES["number"]
+    tokens = flow.example("number")
     grid, prediction = flow.model_flow(IndexAttention(tokens, n_layer=5), "number", tokens)
     ideal = flow.ideal_flow("number", tokens, n_layer=5)
     assert prediction == "n"
@@ -106,18 +108,18 @@ def test_a_model_attending_like_index_has_the_ideal_flow():
 
 
 def test_uniform_attention_copies_the_first_symbol_everywhere():
-    model = PosymModel(ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=16)).initialise([0])
+    model = PosymModel(model_config(len(get("number").vocabulary), n_layer=2, d_model=16)).initialise([0])
     with torch.no_grad():
         for block in model.blocks:
             block.q_weight.zero_()
-    grid, _ = flow.model_flow(model, "number", flow.EXAMPLES["number"])
+    grid, _ = flow.model_flow(model, "number", flow.example("number"))
     after_first = grid[grid["depth"] == 1]
     assert (after_first["token"] == "n").all() and (after_first["attended"] == 0).all()  # ties go to the first key
 
 
 def test_flow_cli_writes_grid_and_summary(tmp_path):
-    vocab = list(tasks.vocabulary("letter").tokens)
-    model = PosymModel(ModelConfig(vocab_size=len(vocab), n_layer=3, d_model=16)).initialise([0])
+    vocab = list(get("letter").vocabulary.tokens)
+    model = PosymModel(model_config(len(vocab), n_layer=3, d_model=16)).initialise([0])
     directory = checkpoints.write_checkpoint(tmp_path / "checkpoints", 50, model, 0, vocab, {"eval": [], "log": []})
     entry = {
         "step": 50,
@@ -125,22 +127,8 @@ def test_flow_cli_writes_grid_and_summary(tmp_path):
         "sha256": checkpoints.verify(directory)["model.safetensors"],
     }
     write_json(tmp_path / "checkpoints.json", {"checkpoints": [entry]})
-    parser = argparse.ArgumentParser()
-    flow.add_cli(parser.add_subparsers())
-    args = parser.parse_args(
-        [
-            "flow",
-            "--index",
-            str(tmp_path / "checkpoints.json"),
-            "--task",
-            "letter",
-            "--out-grid",
-            str(tmp_path / "grid.csv"),
-            "--out-summary",
-            str(tmp_path / "summary.json"),
-        ]
-    )
-    args.func(args)
+    command = ["a", "flow", "--index", str(tmp_path / "checkpoints.json"), "--task", "letter"]
+    assert cli.main(command + ["--out-grid", str(tmp_path / "grid.csv"), "--out-summary", str(tmp_path / "summary.json")]) == 0
     grid = flow.read_grid(tmp_path / "grid.csv")
     assert len(grid) == 4 * 17 and set(grid["step"]) == {50}
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -152,6 +140,6 @@ def test_flow_cli_writes_grid_and_summary(tmp_path):
     table = flow.summary_table([summary], seeds=[0])
     assert table.loc[0, "answer reaches (ideal)"] == "10@L0 13@L1 15@L2 16@L2"
     figure = flow.plot_flows(
-        [grid, flow.ideal_flow("letter", flow.EXAMPLES["letter"], 3)], ["a2", "a2"], ["model", "ideal"], columns=2
+        [grid, flow.ideal_flow("letter", flow.example("letter"), 3)], ["a2", "a2"], ["model", "ideal"], columns=2
     )
     assert len(figure.axes) == 2

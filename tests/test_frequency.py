@@ -5,8 +5,12 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import frequency, paper, tasks
-from posym.model import ModelConfig, PosymModel
+from conftest import model_config
+from posym.model import PosymModel
+from posym.studies.a import paper
+from posym.studies.a import rope_frequency as frequency
+from posym.studies.a.tasks import PAPER_ORDER, get
+from posym.tasks import TaskData
 
 
 def test_frequency_ids_are_1_indexed_as_in_table1():
@@ -21,8 +25,8 @@ def test_frequency_ids_are_1_indexed_as_in_table1():
 def test_the_models_rope_turns_plane_k_by_g_k_per_position():
     """Through the model's own hook: a sequence of one repeated token has the same pre-RoPE query at every
     position, so plane k (dims 2k−2, 2k−1) of the post-RoPE query at position p is position 0's turned by p·g_k."""
-    model = PosymModel(ModelConfig(vocab_size=5, n_layer=1)).initialise([0]).eval()
-    q = model.run_with_cache(torch.full((1, 20), 3), ["blocks.0.attn.hook_q"])["blocks.0.attn.hook_q"][0, 0, 0]
+    model = PosymModel(model_config(5, n_layer=1)).initialise([0]).eval()
+    q = model.run_with_cache(torch.full((1, 20), 3), ["blocks.0.attn.hook_rot_q"])["blocks.0.attn.hook_rot_q"][0, 0, 0]
     planes = torch.view_as_complex(q.double().reshape(20, 64, 2).contiguous())
     use = frequency.frequency_use(model, np.full((1, 20), 3), "test")
     for k in (1, 2, 10, 42, 64):
@@ -48,7 +52,7 @@ def test_weighted_id_on_synthetic_curves():
 
 def one_plane_model(plane_id: int, layers: int = 2) -> PosymModel:
     """A model whose queries and keys live on RoPE plane ``plane_id`` (1-indexed) alone, in every layer."""
-    model = PosymModel(ModelConfig(vocab_size=12, n_layer=layers, d_model=16)).initialise([1]).eval()
+    model = PosymModel(model_config(12, n_layer=layers, d_model=16)).initialise([1]).eval()
     generator = torch.Generator().manual_seed(2)
     dims = slice(2 * plane_id - 2, 2 * plane_id)
     with torch.no_grad():
@@ -75,13 +79,13 @@ def test_frequency_analysis_recovers_the_plane_a_hand_built_model_uses(plane_id)
 
 def test_max_plane_logits_are_the_largest_plane_share_of_the_logit():
     """The per-plane contributions of one key add up to its unscaled logit (hook_attn_scores × √d_head)."""
-    model = PosymModel(ModelConfig(vocab_size=12, n_layer=1, d_model=16)).initialise([4]).eval()
+    model = PosymModel(model_config(12, n_layer=1, d_model=16)).initialise([4]).eval()
     tokens = np.random.default_rng(1).integers(1, 12, size=(3, 9))
     u = frequency.max_plane_logits(model, tokens)  # (N, L, H, P)
     cache = model.run_with_cache(
-        torch.as_tensor(tokens), ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_attn_scores"]
+        torch.as_tensor(tokens), ["blocks.0.attn.hook_rot_q", "blocks.0.attn.hook_rot_k", "blocks.0.attn.hook_attn_scores"]
     )
-    q, k = cache["blocks.0.attn.hook_q"][0, :, 0, -1], cache["blocks.0.attn.hook_k"][0, :, 0]
+    q, k = cache["blocks.0.attn.hook_rot_q"][0, :, 0, -1], cache["blocks.0.attn.hook_rot_k"][0, :, 0]
     shares = (q[:, None, :] * k).reshape(3, 9, 8, 2).sum(-1)  # (N, keys, planes)
     assert torch.allclose(shares.sum(-1), cache["blocks.0.attn.hook_attn_scores"][0, :, 0, -1] * 4.0, atol=1e-5)
     assert np.allclose(u[:, 0, 0], shares.amax(dim=1).numpy(), atol=1e-6)
@@ -90,14 +94,10 @@ def test_max_plane_logits_are_the_largest_plane_share_of_the_logit():
 def test_the_fig3_inputs_are_valid_samples():
     for task, (label, hops, target) in {"number": ("n", 4, 2), "letter": ("a2", 3, 4)}.items():
         ids = frequency.example_tokens(task).astype(np.uint8)
-        data = tasks.TaskData(
-            task,
-            tokens=ids,
-            labels=np.array([tasks.vocabulary(task).index(label)], dtype=np.uint8),
-            hops=np.array([hops], dtype=np.uint8),
-            target_pos=np.array([target], dtype=np.int32),
-        )
-        tasks.validate(data)
+        labels = np.array([get(task).vocabulary.index(label)], dtype=np.uint8)
+        arrays = {"hops": np.array([hops], dtype=np.uint8), "target_pos": np.array([target], dtype=np.int32)}
+        data = TaskData(task, ids, labels, arrays)
+        get(data.task).validate(data)
 
 
 # ---------------------------------------------------------------------------------------- Table 1, A-4
@@ -121,11 +121,11 @@ def synthetic_use(task: str, seed: int, ids_by_layer: list[int]) -> pd.DataFrame
     return pd.DataFrame(rows).assign(task=task, seed=seed)
 
 
-PAPER_IDS = {task: paper.TABLE1[paper.TABLE1["task"] == task]["id"].tolist() for task in tasks.TASKS}
+PAPER_IDS = {task: paper.TABLE1[paper.TABLE1["task"] == task]["id"].tolist() for task in PAPER_ORDER}
 
 
 def test_table1_matches_the_paper_when_the_curves_do():
-    use = pd.concat([synthetic_use(task, 0, PAPER_IDS[task]) for task in tasks.TASKS])
+    use = pd.concat([synthetic_use(task, 0, PAPER_IDS[task]) for task in PAPER_ORDER])
     table = frequency.table1(use)
     assert (table["ID (per seed)"].astype(int) == table["paper ID"]).all()
     assert np.allclose(table["frequency"], table["paper frequency"], atol=5e-5)
@@ -163,6 +163,6 @@ def test_claims_a4_leave_missing_layers_and_tasks_untested():
 
 
 def test_a_nope_model_is_refused():
-    model = PosymModel(ModelConfig(vocab_size=12, n_layer=1, d_model=16, position="nope")).initialise([0])
+    model = PosymModel(model_config(12, n_layer=1, d_model=16, position="nope")).initialise([0])
     with pytest.raises(ValueError, match="RoPE"):
         frequency.max_plane_logits(model, np.ones((1, 5), dtype=np.int64))

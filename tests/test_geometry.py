@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posym import geometry
-from posym.model import ModelConfig, PosymModel
+from conftest import model_config
+from posym.model import PosymModel
+from posym.studies.a import rope_geometry as geometry
 
 
 def test_index_construction_query_lands_on_the_key_sigma_back():
@@ -30,7 +31,7 @@ def test_index_construction_query_lands_on_the_key_sigma_back():
 def test_plane_coordinates_are_the_post_rope_vectors_of_that_plane():
     """A repeated token has one pre-RoPE query and key, so on plane k the position-p vectors are position 0's
     turned by p·g_k — only if the coordinates are post-RoPE and come from dims (2k − 2, 2k − 1)."""
-    model = PosymModel(ModelConfig(vocab_size=9, n_layer=2, d_model=16)).initialise([2]).eval()
+    model = PosymModel(model_config(9, n_layer=2, d_model=16)).initialise([2]).eval()
     plane = 3
     g = 10000 ** (-2 * (plane - 1) / 16)
     coordinates = geometry.plane_coordinates(model, np.full((2, 17), 4), layer=1, plane_id=plane)
@@ -47,7 +48,7 @@ def test_plane_coordinates_are_the_post_rope_vectors_of_that_plane():
 
 
 def test_plane_coordinates_refuse_a_missing_layer():
-    model = PosymModel(ModelConfig(vocab_size=9, n_layer=1, d_model=16)).initialise([2])
+    model = PosymModel(model_config(9, n_layer=1, d_model=16)).initialise([2])
     with pytest.raises(ValueError, match="layer 1"):
         geometry.plane_coordinates(model, np.ones((1, 5), dtype=np.int64), layer=1, plane_id=1)
 

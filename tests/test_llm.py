@@ -1,7 +1,6 @@
 """The LLM probe runner (spec §A10.2, claim A-7) on tiny models and a stub endpoint built here; nothing is fetched."""
 
 import json
-import string
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,10 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import claims, cli, llm, paper, probes
+from conftest import build_tiny_llm, build_tokenizer
+from posym import claims, cli, language_models
+from posym.studies.a import llm_probes, paper
+from posym.studies.a.tasks import PAPER_ORDER, get
 
 transformers = pytest.importorskip("transformers")
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -25,26 +26,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    """``posym llm-probe`` whether or not the CLI lists this module yet."""
-    monkeypatch.setattr(cli, "EXTENSIONS", tuple(dict.fromkeys((*cli.EXTENSIONS, "posym.llm"))))
-
-
-def build_tokenizer():
-    """Word-level tokenizer over the probe prompts' pieces, with digits split off: ``" c2"`` → ``▁c`` + ``2``, so
-    Letter candidates take two tokens and Number candidates one (both scoring paths run)."""
-    pre = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Digits(individual_digits=True)])
-    texts = [probes.render_prompt(task, text.split()) for task in probes.PROMPTS for text, _ in probes.FEW_SHOT[task]]
-    pieces = {piece for text in texts for piece, _ in pre.pre_tokenize_str(text)}
-    pieces |= {f"{p}{c}" for p in ("", "▁", '▁"') for c in string.ascii_lowercase + string.digits} | {"▁"}
-    core = Tokenizer(
-        models.WordLevel({t: i for i, t in enumerate(["[UNK]", "</s>", *sorted(pieces)])}, unk_token="[UNK]")
-    )
-    core.pre_tokenizer, core.decoder = pre, decoders.Metaspace()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", eos_token="</s>")
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return build_tokenizer()
@@ -53,15 +34,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory, tokenizer):
     """A randomly initialised 2-layer RoPE model (Llama) saved with its tokenizer."""
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=2048, bos_token_id=None, eos_token_id=1, pad_token_id=None,
-    )  # fmt: skip
-    path = tmp_path_factory.mktemp("llama")
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return build_tiny_llm(tmp_path_factory.mktemp("llama"), tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +64,13 @@ def always_a_dir(tmp_path_factory, tokenizer):
     return path
 
 
-def probe(tmp_path, *source, runs=("0", "1"), name="out"):
-    """Run ``posym llm-probe`` on 3 items per window (12 and 16) and run; the two output tables."""
+def probe(tmp_path, source: dict, runs=(0, 1), name="out"):
+    """Run ``posym a llm-probe`` on 3 items per window (12 and 16) and run; the two output tables. ``source``:
+    the llm settings that name the model."""
     items, summary = tmp_path / f"{name}_items.csv", tmp_path / f"{name}_summary.csv"
-    argv = ["llm-probe", *source, "--windows", "12", "16", "--runs", *runs, "--items", "3", "--threads", "1"]
-    assert cli.main(argv + ["--out-items", str(items), "--out-summary", str(summary)]) == 0
+    settings = {"llm": {**source, "windows": [12, 16], "runs": list(runs), "items": 3}}
+    argv = ["a", "llm-probe", "--settings", json.dumps(settings), "--threads", "1"]
+    assert cli.main(argv + ["--out-probe-items", str(items), "--out-probe-summary", str(summary)]) == 0
     return items, summary
 
 
@@ -103,15 +78,15 @@ def probe(tmp_path, *source, runs=("0", "1"), name="out"):
 
 
 def test_local_model_end_to_end_is_well_formed_and_deterministic(tmp_path, llama_dir):
-    items_csv, summary_csv = probe(tmp_path, "--model", str(llama_dir), name="first")
-    again_items, again_summary = probe(tmp_path, "--model", str(llama_dir), name="second")
+    items_csv, summary_csv = probe(tmp_path, {"model": str(llama_dir)}, name="first")
+    again_items, again_summary = probe(tmp_path, {"model": str(llama_dir)}, name="second")
     assert items_csv.read_bytes() == again_items.read_bytes() and summary_csv.read_bytes() == again_summary.read_bytes()
 
-    items = llm.read_items(items_csv)
-    assert list(items.columns) == llm.ITEM_COLUMNS and len(items) == 2 * 2 * 2 * 3
+    items = llm_probes.read_items(items_csv)
+    assert list(items.columns) == llm_probes.ITEM_COLUMNS and len(items) == 2 * 2 * 2 * 3
     assert set(items["model"]) == {llama_dir.name}
     for row in items.itertuples():
-        item = probes.probe_items(row.task, row.window, 3, seed=row.run)[row.item]
+        item = llm_probes.probe_items(row.task, row.window, 3, seed=row.run)[row.item]
         assert row.answer == item["answer"]
         assert row.restricted in item["tokens"][:-1]  # always a window token
         assert row.greedy_correct == (row.greedy == row.answer) and row.restricted_correct == (
@@ -119,22 +94,22 @@ def test_local_model_end_to_end_is_well_formed_and_deterministic(tmp_path, llama
         )
 
     summary = pd.read_csv(summary_csv)
-    assert list(summary.columns) == llm.SUMMARY_COLUMNS and len(summary) == 2 * 2 * 2
-    pd.testing.assert_frame_equal(summary, llm.summarise(items), check_dtype=False)
+    assert list(summary.columns) == llm_probes.SUMMARY_COLUMNS and len(summary) == 2 * 2 * 2
+    pd.testing.assert_frame_equal(summary, llm_probes.summarise(items), check_dtype=False)
     assert summary["accuracy"].between(0, 1).all() and (summary["runs"] == 2).all() and (summary["items"] == 3).all()
 
 
 def test_cached_candidate_scores_equal_full_forward_passes(llama_dir):
-    local = llm.load_local_model(llama_dir)
-    item = probes.probe_items("letter", 12, 1, seed=4)[0]
+    local = language_models.load_local_model(llama_dir)
+    item = llm_probes.probe_items("letter", 12, 1, seed=4)[0]
     text = local.prompt_text(item["prompt"])
     prompt_ids = local.prompt_ids(text)
-    conts = llm.continuations(local, text, llm.window_candidates(item))
+    conts = language_models.continuations(local, text, llm_probes.window_candidates(item))
     assert {len(c) for c in conts} == {2}  # "▁c" + "2": the multi-token path
     with torch.no_grad():
         out = local.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
         first = torch.log_softmax(out.logits[0, -1], dim=-1)
-        cached = llm.candidate_scores(local, out.past_key_values, first, conts)
+        cached = language_models.candidate_scores(local, out.past_key_values, first, conts)
         for k, cont in enumerate(conts):
             logits = local.model(input_ids=torch.tensor([prompt_ids + cont])).logits[0]
             logprobs = torch.log_softmax(logits, dim=-1)
@@ -143,13 +118,13 @@ def test_cached_candidate_scores_equal_full_forward_passes(llama_dir):
 
 
 def test_continuations_match_tokenising_the_whole_prompt(llama_dir):
-    local = llm.load_local_model(llama_dir)
-    item = probes.probe_items("number", 24, 1, seed=2)[0]
+    local = language_models.load_local_model(llama_dir)
+    item = llm_probes.probe_items("number", 24, 1, seed=2)[0]
     text = local.prompt_text(item["prompt"])
     prompt_ids = local.tokenizer(text)["input_ids"]
-    candidates = llm.window_candidates(item)
+    candidates = llm_probes.window_candidates(item)
     whole = [local.tokenizer(text + " " + c)["input_ids"][len(prompt_ids) :] for c in candidates]
-    assert llm.continuations(local, text, candidates) == whole
+    assert language_models.continuations(local, text, candidates) == whole
 
 
 def rigged_items(task, window, n_items=3, seed=0):
@@ -166,19 +141,19 @@ def rigged_items(task, window, n_items=3, seed=0):
                 "task": task,
                 "window": window,
                 "tokens": tokens,
-                "answer": probes.solve(task, tokens),
-                "prompt": probes.render_prompt(task, tokens),
+                "answer": get(task).solve_probe(tokens),
+                "prompt": get(task).render_probe(tokens),
             }
         )
     return rows
 
 
 def test_scoring_reaches_exactly_one_and_zero_on_a_model_with_a_known_answer(always_a_dir, monkeypatch):
-    monkeypatch.setattr(probes, "probe_items", rigged_items)
-    local = llm.load_local_model(always_a_dir)
-    items = llm.run_probes(llm.local_answerer(local, 4), "always-a", ["number", "letter"], [1, 2], [0, 1], 3)
+    monkeypatch.setattr(llm_probes, "probe_items", rigged_items)
+    local = language_models.load_local_model(always_a_dir)
+    items = llm_probes.run_probes(llm_probes.local_answerer(local, 4), "always-a", ["number", "letter"], [1, 2], [0, 1], 3)
     assert set(items["greedy"]) == {"a"}  # "a a a a" cut to its first word
-    accuracy = llm.summarise(items).set_index(["task", "window", "method"])["accuracy"]
+    accuracy = llm_probes.summarise(items).set_index(["task", "window", "method"])["accuracy"]
     assert accuracy[("number", 1, "greedy")] == 1.0 and accuracy[("number", 1, "restricted")] == 1.0
     assert accuracy[("number", 2, "greedy")] == 0.0 and accuracy[("number", 2, "restricted")] == 0.0
     assert accuracy[("letter", 1, "greedy")] == 0.0  # "a" is not "a1"
@@ -194,21 +169,18 @@ def test_chat_template_wraps_the_prompt_and_drops_the_separator(llama_dir, tmp_p
     templated = build_tokenizer()
     templated.chat_template = "{% for m in messages %}<user> {{ m['content'] }} </user>{% endfor %} <bot>"
     templated.save_pretrained(chat_dir)
-    assert not llm.load_local_model(chat_dir, chat_template="off").chat
-    local = llm.load_local_model(chat_dir)
+    assert not language_models.load_local_model(chat_dir, chat_template="off").chat
+    local = language_models.load_local_model(chat_dir)
     assert local.chat and local.separator == ""
     assert local.prompt_text("Task: x") == "<user> Task: x </user> <bot>"
-    with pytest.raises(llm.ProbeError, match="no chat template"):
-        llm.load_local_model(llama_dir, chat_template="on")
+    with pytest.raises(language_models.ProbeError, match="no chat template"):
+        language_models.load_local_model(llama_dir, chat_template="on")
 
 
 def test_missing_model_directory_is_a_clear_error(tmp_path):
+    settings = json.dumps({"llm": {"model": str(tmp_path / "nope")}})
     with pytest.raises(SystemExit, match="not a directory"):
-        llm.cmd_llm_probe(
-            cli.parser().parse_args(
-                ["llm-probe", "--model", str(tmp_path / "nope"), "--out-items", "a", "--out-summary", "b"]
-            )
-        )
+        cli.main(["a", "llm-probe", "--settings", settings, "--out-probe-items", "a", "--out-probe-summary", "b"])
 
 
 @pytest.mark.parametrize(
@@ -225,7 +197,7 @@ def test_missing_model_directory_is_a_clear_error(tmp_path):
     ],
 )
 def test_parse_answer(reply, answer):
-    assert llm.parse_answer(reply) == answer
+    assert language_models.parse_answer(reply) == answer
 
 
 # ---------------------------------------------------------------------------------------- HTTP endpoint
@@ -251,7 +223,7 @@ class StubEndpoint(BaseHTTPRequestHandler):
             return
         sequence = body["messages"][0]["content"].rsplit('Input: "', 1)[1].split('"')[0].split()
         task = "number" if sequence[-1].isdigit() else "letter"
-        reply = {"choices": [{"message": {"role": "assistant", "content": f"'{probes.solve(task, sequence)}'."}}]}
+        reply = {"choices": [{"message": {"role": "assistant", "content": f"'{get(task).solve_probe(sequence)}'."}}]}
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -278,7 +250,7 @@ def client(server, **kwargs):
     delays = []
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     return (
-        llm.EndpointClient(base_url=base, model="stub", api_key="k", retries=3, sleep=delays.append, **kwargs),
+        language_models.EndpointClient(base_url=base, model="stub", api_key="k", retries=3, sleep=delays.append, **kwargs),
         delays,
     )
 
@@ -286,17 +258,17 @@ def client(server, **kwargs):
 def test_endpoint_probe_end_to_end(endpoint, tmp_path, monkeypatch):
     monkeypatch.setenv("POSYM_LLM_URL", f"http://127.0.0.1:{endpoint.server_address[1]}/v1")
     monkeypatch.setenv("POSYM_LLM_KEY", "secret")
-    items_csv, summary_csv = probe(tmp_path, "--endpoint-model", "stub-model", runs=("0",))
+    items_csv, summary_csv = probe(tmp_path, {"endpoint_model": "stub-model"}, runs=(0,))
     assert len(endpoint.requests) == 2 * 2 * 3
     prompts = {
-        item["prompt"] for task in probes.PROMPTS for w in (12, 16) for item in probes.probe_items(task, w, 3, seed=0)
+        item["prompt"] for task in PAPER_ORDER for w in (12, 16) for item in llm_probes.probe_items(task, w, 3, seed=0)
     }
     for request in endpoint.requests:
         assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer secret"
         body = request["body"]
         assert body["model"] == "stub-model" and body["temperature"] == 0 and body["max_tokens"] == 5
         assert body["messages"][0]["role"] == "user" and body["messages"][0]["content"] in prompts
-    items = llm.read_items(items_csv)
+    items = llm_probes.read_items(items_csv)
     assert (
         items["greedy_correct"].all() and items["restricted"].eq("").all() and items["restricted_correct"].isna().all()
     )
@@ -311,7 +283,7 @@ def test_endpoint_probe_end_to_end(endpoint, tmp_path, monkeypatch):
 def test_endpoint_retries_with_exponential_backoff(endpoint):
     endpoint.failures[:] = [500, 429, 503]
     stub, delays = client(endpoint)
-    assert stub.complete(probes.render_prompt("number", ["a", "b", "1"])) == "'b'."
+    assert stub.complete(get("number").render_probe(["a", "b", "1"])) == "'b'."
     assert len(endpoint.requests) == 4
     assert delays == [1.0, 3.0, 4.0]  # 1·2⁰; max(1·2¹, Retry-After 3); 1·2²
 
@@ -319,14 +291,14 @@ def test_endpoint_retries_with_exponential_backoff(endpoint):
 def test_endpoint_retries_a_timeout(endpoint):
     endpoint.failures[:] = ["sleep"]
     stub, delays = client(endpoint, timeout=0.2)
-    assert stub.complete(probes.render_prompt("number", ["a", "b", "2"])) == "'a'."
+    assert stub.complete(get("number").render_probe(["a", "b", "2"])) == "'a'."
     assert len(delays) == 1
 
 
 def test_endpoint_gives_up_after_the_retry_limit(endpoint):
     endpoint.failures[:] = [503] * 10
     stub, delays = client(endpoint)
-    with pytest.raises(llm.EndpointError, match="gave up after 4 attempts; last: HTTP 503"):
+    with pytest.raises(language_models.EndpointError, match="gave up after 4 attempts; last: HTTP 503"):
         stub.complete("hello")
     assert len(endpoint.requests) == 4 and delays == [1.0, 2.0, 4.0]
 
@@ -334,15 +306,15 @@ def test_endpoint_gives_up_after_the_retry_limit(endpoint):
 def test_endpoint_does_not_retry_a_refusal(endpoint):
     endpoint.failures[:] = [401]
     stub, delays = client(endpoint)
-    with pytest.raises(llm.EndpointError, match="HTTP 401"):
+    with pytest.raises(language_models.EndpointError, match="HTTP 401"):
         stub.complete("hello")
     assert len(endpoint.requests) == 1 and delays == []
 
 
 def test_endpoint_needs_its_url_in_the_environment(monkeypatch):
     monkeypatch.delenv("POSYM_LLM_URL", raising=False)
-    with pytest.raises(llm.EndpointError, match=r"\$POSYM_LLM_URL is not set"):
-        llm.EndpointClient.from_environment("m", "POSYM_LLM_URL", "POSYM_LLM_KEY")
+    with pytest.raises(language_models.EndpointError, match=r"\$POSYM_LLM_URL is not set"):
+        language_models.EndpointClient.from_environment("m", "POSYM_LLM_URL", "POSYM_LLM_KEY")
 
 
 # ------------------------------------------------------------------------- Fig 5C/D, Table 3, claim A-7
@@ -350,7 +322,7 @@ def test_endpoint_needs_its_url_in_the_environment(monkeypatch):
 
 def test_published_table3_holds_every_point():
     table = paper.LLM_ACCURACY
-    assert sorted(table["window"].unique()) == list(probes.PROBE_WINDOWS)
+    assert sorted(table["window"].unique()) == list(llm_probes.PAPER_WINDOWS)
     assert table.groupby("model").size().to_dict() == {"GPT 5.4": 22, "GPT 5.5": 22, "Claude Sonnet 3.7": 20}
     from_figure = table[table["window"] == 150]
     assert (from_figure["source"] == "Fig 5C").all() and from_figure["sd"].isna().all()
@@ -381,11 +353,11 @@ def summary_items(letter: dict, number: dict, runs=(0, 1)) -> pd.DataFrame:
                             "restricted_correct": correct,
                         }
                     )
-    return pd.DataFrame(rows, columns=llm.ITEM_COLUMNS)
+    return pd.DataFrame(rows, columns=llm_probes.ITEM_COLUMNS)
 
 
 def test_claim_a7_passes_fails_and_is_untested_when_it_should():
-    good = llm.claims_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}))
+    good = llm_probes.claims_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}))
     verdicts = good.set_index(["check", "seed"])["verdict"]
     assert verdicts[("greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
     assert verdicts[("greedy: letter > number at W = 32", "all")] == "pass"
@@ -396,7 +368,7 @@ def test_claim_a7_passes_fails_and_is_untested_when_it_should():
     assert verdicts[("greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
     assert list(good.columns) == claims.COLUMNS and set(good["claim"]) == {"A-7"}
 
-    weak = llm.claims_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1})).set_index(["check", "seed"])
+    weak = llm_probes.claims_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1})).set_index(["check", "seed"])
     assert weak.loc[("restricted: filter: letter accuracy at W = 16", "mean"), "verdict"] == "fail"
     assert weak.loc[("restricted: letter > number at W = 32", "0"), "verdict"] == "not tested"
     assert weak.loc[("restricted: letter > number at W = 32", "0"), "measured"].endswith("(the model fails the filter)")
@@ -405,22 +377,22 @@ def test_claim_a7_passes_fails_and_is_untested_when_it_should():
         "not tested",
     ]
 
-    nothing = llm.claims_a7(None)
+    nothing = llm_probes.claims_a7(None)
     assert (nothing["verdict"] == "not tested").all() and (nothing["measured"] == "no model configured").all()
 
 
 def test_table3_and_figures_set_ours_beside_the_paper():
-    ours = llm.summarise(summary_items({12: 0.9, 16: 0.5}, {12: 0.2, 16: 0.4}))
-    table = llm.table3(paper.LLM_ACCURACY, ours)
-    assert table["window"].tolist() == list(probes.PROBE_WINDOWS)
+    ours = llm_probes.summarise(summary_items({12: 0.9, 16: 0.5}, {12: 0.2, 16: 0.4}))
+    table = llm_probes.table3(paper.LLM_ACCURACY, ours)
+    assert table["window"].tolist() == list(llm_probes.PAPER_WINDOWS)
     row = table.set_index("window")
     assert row.loc[12, "GPT 5.4 number (paper)"] == "0.98 (0.01)" and row.loc[150, "GPT 5.4 letter (paper)"] == "0.61"
     assert row.loc[12, "m, greedy letter (ours)"] == "0.90 (0.00)" and row.loc[300, "m, greedy letter (ours)"] == "—"
     assert row.loc[150, "Claude Sonnet 3.7 number (paper)"] == "—"
-    assert llm.table3(paper.LLM_ACCURACY, None).shape == (11, 1 + 6)
+    assert llm_probes.table3(paper.LLM_ACCURACY, None).shape == (11, 1 + 6)
 
     for models in paper.LLM_FIGURES.values():
-        alone = llm.plot_llm_accuracy(paper.LLM_ACCURACY, models, None)
+        alone = llm_probes.plot_llm_accuracy(paper.LLM_ACCURACY, models, None)
         assert "no model configured" in alone._suptitle.get_text()
-        beside = llm.plot_llm_accuracy(paper.LLM_ACCURACY, models, ours)
+        beside = llm_probes.plot_llm_accuracy(paper.LLM_ACCURACY, models, ours)
         assert len(beside.axes[1].get_legend().get_texts()) == len(models) + 2  # paper models + ours × 2 methods

@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
+from conftest import model_config
 from posym import checkpoints
-from posym.model import MemberDropout, ModelConfig, PosymModel, Rope, attention
+from posym.model import MemberDropout, PosymModel, attention
+from posym.positions import NoPE, Rope
 
 transformers = pytest.importorskip("transformers")
 
@@ -23,7 +25,7 @@ def hf_model_from(directory):
     ],
 )
 def test_logits_equal_hf_gptj_loaded_from_a_checkpoint(tmp_path, settings):
-    model = PosymModel(ModelConfig(**settings)).initialise([3]).eval()
+    model = PosymModel(model_config(**settings)).initialise([3]).eval()
     # Perturb biases and LayerNorms, which initialise to constants, so that every weight is exercised.
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -43,7 +45,7 @@ def test_logits_equal_hf_gptj_loaded_from_a_checkpoint(tmp_path, settings):
 
 
 def test_checkpoint_round_trip_gives_the_same_model(tmp_path):
-    model = PosymModel(ModelConfig(vocab_size=20, n_layer=2, d_model=16)).initialise([1]).eval()
+    model = PosymModel(model_config(20, n_layer=2, d_model=16)).initialise([1]).eval()
     directory = checkpoints.write_checkpoint(tmp_path, 50, model, 0, list("abcdefghijklmnopqrst"), {"eval": [], "log": []})
     loaded, vocab = checkpoints.load_model(directory)
     ids = torch.randint(0, 20, (3, 9))
@@ -81,7 +83,7 @@ def test_rope_logits_depend_on_relative_position_only():
 
 
 def test_packed_members_equal_their_single_models():
-    config = ModelConfig(vocab_size=30, n_layer=2, d_model=32)
+    config = model_config(30, n_layer=2, d_model=32)
     packed = PosymModel(config, members=3).initialise([0, 1, 2]).eval()
     ids = torch.randint(0, 30, (3, 4, 11))
     logits = packed(ids)
@@ -92,10 +94,16 @@ def test_packed_members_equal_their_single_models():
 
 
 def test_hooks_expose_causal_patterns_and_can_edit_them():
-    model = PosymModel(ModelConfig(vocab_size=30, n_layer=3, d_model=32)).initialise([0]).eval()
+    model = PosymModel(model_config(30, n_layer=3, d_model=32)).initialise([0]).eval()
     ids = torch.randint(0, 30, (2, 9))
-    names = [f"blocks.{l}.{h}" for l in range(3) for h in ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_attn_scores", "attn.hook_pattern")]
+    names = [f"blocks.{l}.{h}" for l in range(3) for h in ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_attn_scores", "attn.hook_pattern")]
     cache = model.run_with_cache(ids, names)
+    # TransformerLens's names: hook_q / hook_k before the rotation, hook_rot_q / hook_rot_k after it.
+    positions = torch.arange(9)
+    for kind in "qk":
+        before, after = cache[f"blocks.1.attn.hook_{kind}"], cache[f"blocks.1.attn.hook_rot_{kind}"]
+        assert torch.allclose(model.position.rotate(before, positions), after, atol=1e-6)
+        assert torch.equal(before[..., 0, :], after[..., 0, :]) and not torch.allclose(before, after)
     pattern = cache["blocks.1.attn.hook_pattern"]
     assert pattern.shape == (1, 2, 1, 9, 9)
     assert torch.allclose(pattern.sum(-1), torch.ones(1, 2, 1, 9))
@@ -112,7 +120,7 @@ def test_hooks_expose_causal_patterns_and_can_edit_them():
 
 @pytest.mark.parametrize("position", ["nope", "alibi"])
 def test_other_position_schemes_run_through_the_same_attention(position):
-    model = PosymModel(ModelConfig(vocab_size=30, n_layer=2, d_model=32, n_head=2, position=position)).initialise([0]).eval()
+    model = PosymModel(model_config(30, n_layer=2, d_model=32, n_head=2, position=position)).initialise([0]).eval()
     ids = torch.randint(0, 30, (2, 7))
     fused, explicit = model(ids, last_only=False), model(ids, last_only=False, hooks={"blocks.0.attn.hook_pattern": lambda t: None})
     assert torch.allclose(fused, explicit, atol=1e-5)
@@ -121,8 +129,6 @@ def test_other_position_schemes_run_through_the_same_attention(position):
 def test_nope_attention_is_permutation_equivariant_over_keys():
     # Without positions, permuting the keys/values before the query leaves the last query's output unchanged.
     q, k, v = torch.randn(1, 1, 6, 4), torch.randn(1, 1, 6, 4), torch.randn(1, 1, 6, 4)
-    from posym.model import NoPE
-
     positions = torch.arange(6)
     out = attention(q, k, v, NoPE(), positions, positions)
     perm = torch.tensor([3, 1, 4, 0, 2, 5])
@@ -143,15 +149,15 @@ def test_dropout_masks_are_reproducible_and_keep_the_expected_share():
 
 def test_config_rejects_impossible_shapes():
     with pytest.raises(ValueError, match="n_head"):
-        ModelConfig(vocab_size=10, d_model=30, n_head=4)
+        model_config(10, d_model=30, n_head=4)
     with pytest.raises(ValueError, match="rotary_dim"):
-        ModelConfig(vocab_size=10, d_model=32, rotary_dim=3)
+        model_config(10, d_model=32, rotary_dim=3)
     with pytest.raises(ValueError, match="position"):
-        ModelConfig(vocab_size=10, position="sinusoid")
+        model_config(10, position="sinusoid")
 
 
 def test_bfloat16_autocast_runs_rope_in_float32_and_stays_close_to_float32():
-    model = PosymModel(ModelConfig(vocab_size=50, n_layer=2, d_model=64, n_head=2)).initialise([0]).eval()
+    model = PosymModel(model_config(50, n_layer=2, d_model=64, n_head=2)).initialise([0]).eval()
     ids = torch.randint(1, 50, (8, 12), generator=torch.Generator().manual_seed(0))
     rope = model.position
     q = torch.randn(8, 2, 12, 32)

@@ -11,10 +11,12 @@ import pytest
 import yaml
 
 from conftest import REPO, TINY, planned_jobs, report_dir, snakemake
-from posym import paper
+from posym import study
+
+PAPER_A = study.load("a")
 
 def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
-    report = report_dir(tiny_run)
+    report = report_dir(tiny_run) / "a"
     for stem in ("fig2a_accuracy", "fig5b_length"):
         assert (report / "figures" / f"{stem}.png").stat().st_size > 1000
         assert (report / "figures" / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
@@ -25,17 +27,22 @@ def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
         executed = json.loads((report / "notebooks" / name).read_text())
         assert not executed["metadata"]["papermill"]["exception"]
         assert any(cell.get("outputs") for cell in executed["cells"] if cell["cell_type"] == "code")
-    html = (report / "index.html").read_text()
-    assert 'src="figures/fig2a_accuracy.png"' in html and 'src="figures/fig5b_length.png"' in html
-    for item in paper.ITEMS:
-        assert f"<td>{item['id']}</td>" in html
-    assert html.count(">rendered</a>") == len(paper.ITEMS)  # every table and figure of paper A
+    html = (report.parent / "index.html").read_text()
+    assert 'src="a/figures/fig2a_accuracy.png"' in html and 'src="a/figures/fig5b_length.png"' in html
+    for item in PAPER_A.items:
+        assert f"<td>{item.id}</td>" in html
+    # every table and figure of the study's table, every output file of it and every claim's verdicts
+    assert html.count(">rendered</a>") == len(PAPER_A.items)
+    for output in PAPER_A.outputs():
+        for path in output.files().values():
+            assert (report / f"{output.kind}s" / path.split("/")[-1]).is_file(), path
+    assert html.count('<td class="verdict-') == len(PAPER_A.claims)
 
 
 def test_length_table_sets_ours_beside_the_paper(tiny_run):
     import pandas as pd
 
-    table = pd.read_csv(report_dir(tiny_run) / "tables" / "fig5b_length.csv")
+    table = pd.read_csv(report_dir(tiny_run) / "a" / "tables" / "fig5b_length.csv")
     assert set(table["task"]) == {"number", "letter"}
     assert sorted(table["extra_tokens"].unique()) == [0, 20, 60]
     assert {"ours", "paper"} <= set(table.columns)
@@ -46,16 +53,19 @@ def test_manifest_records_provenance(tiny_run):
     report = report_dir(tiny_run)
     manifest = json.loads((report / "manifest.json").read_text())
     assert manifest["version"] == report.name
-    assert manifest["config"]["train"]["steps"] == 60
+    assert manifest["config"]["a"]["train"]["steps"] == 60
     assert manifest["packages"]["torch"].startswith("2.13.0")
     assert len(manifest["data"]) == 6  # train, test and length sets of two tasks
     assert all(len(entry["sha256"]) == 64 for entry in manifest["data"].values())
     runs = manifest["checkpoints"]
     assert len(runs) == 2 and all([c["step"] for c in r["checkpoints"]] == [0, 20, 40, 60] for r in runs.values())
     wall = manifest["wall_seconds"]
-    assert {f"results/benchmarks/train/{t}-seed0.tsv" for t in ("number", "letter")} <= set(wall)
+    assert {f"results/a/benchmarks/train/{t}-seed0.tsv" for t in ("number", "letter")} <= set(wall)
     assert manifest["total_wall_seconds"] == pytest.approx(sum(wall.values())) and all(s > 0 for s in wall.values())
-    assert set(manifest["files"]) >= {"index.html", "figures/fig2a_accuracy.png", "tables/fig5b_length.csv"}
+    assert set(manifest["files"]) >= {"index.html", "a/figures/fig2a_accuracy.png", "a/tables/fig5b_length.csv"}
+    items = manifest["studies"]["a"]["items"]
+    assert set(items) == {i.id for i in PAPER_A.items} | {c.id for c in PAPER_A.claims}
+    assert items["Fig 2A"]["applicable"] and "a/figures/fig2a_accuracy.png" in items["Fig 2A"]["files"]
     assert re.fullmatch(r".+-cfg[0-9a-f]{10}", report.name)
 
 
@@ -66,22 +76,22 @@ def test_nothing_to_do_on_a_second_run(tiny_run):
 
 def test_changing_the_length_grid_reruns_evaluation_only(tiny_run, tmp_path):
     changed = tmp_path / "grid.yaml"
-    changed.write_text(yaml.safe_dump({"length": {"extra_tokens": [0, 30]}}))
+    changed.write_text(yaml.safe_dump({"a": {"length": {"extra_tokens": [0, 30]}}}))
     result = snakemake(tiny_run, "-n", configfiles=(TINY, changed))
     jobs = planned_jobs(result)
     # Everything downstream of the length sets, and nothing else.
-    expected = {"length_sets", "evaluate_length", "discrepancy", "notebook_length", "notebook_discrepancy"}
+    expected = {"a_length_sets", "a_evaluate_length", "a_discrepancy", "a_notebook_length", "a_notebook_discrepancy"}
     # Table 4 (compute) reads the jobs' wall times, so it follows every rerun.
-    assert set(jobs) == expected | {"notebook_compute", "report", "all"}
+    assert set(jobs) == expected | {"a_notebook_compute", "report", "all"}
     assert "Params have changed since last execution" in result.stdout + result.stderr
 
 
 def test_changing_a_training_setting_retrains(tiny_run, tmp_path):
     changed = tmp_path / "lr.yaml"
-    changed.write_text(yaml.safe_dump({"train": {"learning_rate": 1.0e-3}}))
+    changed.write_text(yaml.safe_dump({"a": {"train": {"learning_rate": 1.0e-3}}}))
     jobs = planned_jobs(snakemake(tiny_run, "-n", configfiles=(TINY, changed)))
     assert jobs["train"] == 2 and "split" not in jobs
-    assert {"evaluate_test", "evaluate_length", "notebook_training", "notebook_length", "report"} <= set(jobs)
+    assert {"evaluate_test", "a_evaluate_length", "a_notebook_training", "a_notebook_length", "report"} <= set(jobs)
 
 
 def test_snakemake_report_builds(tiny_run):
@@ -95,8 +105,8 @@ def test_existing_report_version_is_never_overwritten(tiny_run):
         assert (report / name).stat().st_mode & 0o222 == 0
     before = {p: p.read_bytes() for p in report.rglob("*") if p.is_file()}
     again = subprocess.run(
-        ["posym", "report", "--out", str(report), "--version", report.name, "--config", "{}", "--receipt", str(tiny_run / "results" / "again.json")]
-        + ["--figures", *map(str, (report / "figures").iterdir())],
+        ["posym", "report", "--out", str(report), "--version", report.name, "--config", '{"studies": []}']
+        + ["--receipt", str(tiny_run / "results" / "again.json")],
         capture_output=True,
         text=True,
     )
@@ -108,5 +118,6 @@ def test_existing_report_version_is_never_overwritten(tiny_run):
 def test_lint_and_format_are_clean():
     lint = subprocess.run(["snakemake", "--lint", "--configfile", str(TINY)], cwd=REPO, capture_output=True, text=True)
     assert "Congratulations, your workflow is in a good condition!" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
-    fmt = subprocess.run(["snakefmt", "--check", "Snakefile", "workflow/rules"], cwd=REPO, capture_output=True, text=True)
+    studies = [str(p.relative_to(REPO)) for p in (REPO / "workflow" / "posym" / "studies").glob("*/rules.smk")]
+    fmt = subprocess.run(["snakefmt", "--check", "Snakefile", "workflow/rules", *studies], cwd=REPO, capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stderr

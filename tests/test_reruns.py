@@ -73,7 +73,7 @@ def dry_run_with(workdir, tmp_path, change: dict):
 
 
 def test_editing_a_notebook_reruns_it_and_the_report_only(tiny_run):
-    path = tiny_run / "workflow" / "notebooks" / "length.ipynb"
+    path = tiny_run / "workflow" / "posym" / "studies" / "a" / "notebooks" / "length.ipynb"
     original, stat = path.read_bytes(), path.stat()
     notebook = json.loads(original)
     notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "An edit."})
@@ -84,34 +84,34 @@ def test_editing_a_notebook_reruns_it_and_the_report_only(tiny_run):
         path.write_bytes(original)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     # The edit makes the tree dirty, so the report is a new version (reports/<commit>-dirty.<diff>-cfg...).
-    assert jobs == {"notebook_length": 1, "report": 1, "all": 1}
-    assert reasons["notebook_length"] == {"Updated input files"}
+    assert jobs == {"a_notebook_length": 1, "report": 1, "all": 1}
+    assert reasons["a_notebook_length"] == {"Updated input files"}
     assert reasons["report"] == {"Missing output files", "Input files updated by another job"}
 
 
 @pytest.mark.parametrize(
     "change, rule",
     [
-        ({"scores": {"samples": 8}}, "scores"),
-        ({"frequency": {"samples": 16}}, "frequency"),
-        ({"discrepancy": {"samples": 32}}, "discrepancy"),
-        ({"theory": {"random_inputs": 3}}, "theory"),
+        ({"a": {"scores": {"samples": 8}}}, "a_scores"),
+        ({"a": {"frequency": {"samples": 16}}}, "a_frequency"),
+        ({"a": {"discrepancy": {"samples": 32}}}, "a_discrepancy"),
+        ({"a": {"theory": {"random_inputs": 3}}}, "a_theory"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
 def test_changing_an_analysis_setting_reruns_that_analysis_and_no_training(tiny_run, tmp_path, change, rule):
     jobs, reasons = dry_run_with(tiny_run, tmp_path, change)
     assert jobs == downstream_of(tiny_run, rule)
-    assert not {"split", "length_sets", "train", "evaluate_test", "evaluate_length"} & set(jobs)
+    assert not {"split", "a_length_sets", "train", "evaluate_test", "a_evaluate_length"} & set(jobs)
     assert "Params have changed since last execution" in reasons[rule]
 
 
 def test_changing_a_training_setting_reruns_training_and_everything_downstream(tiny_run, tmp_path):
-    jobs, reasons = dry_run_with(tiny_run, tmp_path, {"train": {"learning_rate": 1.0e-3}})
+    jobs, reasons = dry_run_with(tiny_run, tmp_path, {"a": {"train": {"learning_rate": 1.0e-3}}})
     assert jobs == downstream_of(tiny_run, "train")
     assert jobs["train"] == 2  # both tasks' runs
-    assert {"evaluate_test", "evaluate_length", "scores", "flow", "frequency", "discrepancy", "report"} <= set(jobs)
-    assert not {"split", "length_sets", "theory", "notebook_tasks", "notebook_theory"} & set(jobs)
+    assert {"evaluate_test", "a_evaluate_length", "a_scores", "a_flow", "a_frequency", "a_discrepancy", "report"} <= set(jobs)
+    assert not {"split", "a_length_sets", "a_theory", "a_notebook_tasks", "a_notebook_theory"} & set(jobs)
     assert reasons["train"] == {"Params have changed since last execution"}
 
 

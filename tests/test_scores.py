@@ -2,7 +2,6 @@
 heads built by hand get the scores their construction implies, and entropy, purity, the per-run job, the
 notebook tables and the claim verdicts do what they say."""
 
-import argparse
 import math
 
 import numpy as np
@@ -10,18 +9,23 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import checkpoints, claims, datasets, score_figures, scores, tasks
+from conftest import model_config
+from posym import checkpoints, claims, cli, config, datasets
+from posym.studies.a import head_dynamics, head_scores
 from posym.files import IntegrityError, write_json
-from posym.model import ModelConfig, PosymModel, PositionScheme
+from posym.model import PosymModel
+from posym.positions import PositionScheme
+from posym.studies.a.tasks import get, letter, multihop
 
-SEQ = tasks.SEQ_LEN  # 17: keys 0..15 are swapped, the query (16) stays
+TAU = config.study_defaults("a")["scores"]["tau"]  # the authors' default
+SEQ = multihop.SEQ_LEN  # 17: keys 0..15 are swapped, the query (16) stays
 
 
 def trained_like(position: str, dtype=torch.float32) -> PosymModel:
     """A random model whose attention is far from uniform, as after training: large q/k weights,
     perturbed LayerNorms, unit-scale embeddings, two heads."""
     torch.manual_seed(0)
-    model = PosymModel(ModelConfig(vocab_size=137, n_layer=3, n_head=2, d_model=32, position=position)).initialise([1])
+    model = PosymModel(model_config(137, n_layer=3, n_head=2, d_model=32, position=position)).initialise([1])
     with torch.no_grad():
         model.wte.normal_(0.0, 1.0)
         for block in model.blocks:
@@ -33,7 +37,7 @@ def trained_like(position: str, dtype=torch.float32) -> PosymModel:
 
 
 def block_inputs_and_qk(model: PosymModel, ids: torch.Tensor, layer: int):
-    names = [f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.attn.hook_q", f"blocks.{layer}.attn.hook_k"]
+    names = [f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.attn.hook_rot_q", f"blocks.{layer}.attn.hook_rot_k"]
     cache = model.run_with_cache(ids, names)
     return (cache[n] for n in names)
 
@@ -48,11 +52,11 @@ def test_one_pass_shortcut_equals_permuting_the_block_input(position, dtype, ato
     # script tolerates 1e-5 between two runs of the same attention).
     model = trained_like(position, dtype)
     ids = torch.randint(17, 137, (6, SEQ), generator=torch.Generator().manual_seed(1))
-    swaps = scores.key_swaps(SEQ - 1)
+    swaps = head_scores.key_swaps(SEQ - 1)
     for layer in range(model.config.n_layer):
         resid, q, k = block_inputs_and_qk(model, ids, layer)
-        fast_base, fast_swapped = (torch.softmax(x, -1) for x in scores.swap_logits(q[0], k[0], model.position, swaps))
-        slow_base, slow_swapped = scores.literal_swapped_attention(model, layer, resid, swaps)
+        fast_base, fast_swapped = (torch.softmax(x, -1) for x in head_scores.swap_logits(q[0], k[0], model.position, swaps))
+        slow_base, slow_swapped = head_scores.literal_swapped_attention(model, layer, resid, swaps)
         assert slow_base.max() > 0.9  # a peaked head: the comparison is not between near-uniform rows
         assert torch.allclose(fast_base, slow_base, atol=atol, rtol=0)
         assert torch.allclose(fast_swapped, slow_swapped, atol=atol, rtol=0)
@@ -60,7 +64,7 @@ def test_one_pass_shortcut_equals_permuting_the_block_input(position, dtype, ato
 
 
 def test_swaps_are_the_authors_120_transpositions_in_their_order():
-    swaps = scores.key_swaps(16)
+    swaps = head_scores.key_swaps(16)
     authors = [(i, j) for i in range(16) for j in range(i + 1, 16)]  # their generate_swaps(16)
     assert [tuple(s) for s in swaps.tolist()] == authors and len(authors) == 120
 
@@ -76,7 +80,7 @@ def test_scores_refuse_a_position_scheme_that_is_not_a_rotation():
     model = trained_like("nope")
     model.position = Stretch()
     with pytest.raises(RuntimeError, match="differ from the model's"):
-        scores.checkpoint_scores(model, torch.randint(17, 137, (3, SEQ)))
+        head_scores.checkpoint_scores(model, torch.randint(17, 137, (3, SEQ)), TAU)
 
 
 # ------------------------------------------------------------------------------ heads built by hand
@@ -84,7 +88,7 @@ def test_scores_refuse_a_position_scheme_that_is_not_a_rotation():
 
 def one_layer(position: str, d_model: int = 16, vocab: int = 40) -> PosymModel:
     return (
-        PosymModel(ModelConfig(vocab_size=vocab, n_layer=1, d_model=d_model, position=position)).initialise([0]).eval()
+        PosymModel(model_config(vocab, n_layer=1, d_model=d_model, position=position)).initialise([0]).eval()
     )
 
 
@@ -106,7 +110,7 @@ def test_a_head_attending_by_position_only_scores_positional():
         block.ln_bias[0] = direction
         block.k_weight[0] = torch.eye(d)
         block.q_weight[0] = 20.0 * towards_slot_5
-    result = scores.checkpoint_scores(model, distinct_keys(20)).iloc[0]
+    result = head_scores.checkpoint_scores(model, distinct_keys(20), TAU).iloc[0]
     assert result["positional"] > 0.99 and result["symbolic"] < 0.05
 
 
@@ -127,7 +131,7 @@ def test_a_head_attending_by_content_only_scores_symbolic():
     slots = torch.randint(0, SEQ - 1, (20,), generator=generator)
     fillers[torch.arange(20), slots] = wanted
     ids = torch.cat([fillers, torch.full((20, 1), query_token)], dim=1)
-    result = scores.checkpoint_scores(model, ids).iloc[0]
+    result = head_scores.checkpoint_scores(model, ids, TAU).iloc[0]
     assert result["symbolic"] > 0.99 and result["positional"] < 0.05
 
 
@@ -136,7 +140,7 @@ def test_uniform_attention_scores_one_on_both_exclusion_principle():
     with torch.no_grad():
         model.blocks[0].q_weight.zero_()
         model.blocks[0].k_weight.zero_()
-    result = scores.checkpoint_scores(model, distinct_keys(5)).iloc[0]
+    result = head_scores.checkpoint_scores(model, distinct_keys(5), TAU).iloc[0]
     assert result["positional"] == pytest.approx(1.0, abs=1e-6)
     assert result["symbolic"] == pytest.approx(1.0, abs=1e-6)
     assert result["entropy"] == pytest.approx(math.log(SEQ), abs=1e-5)
@@ -146,7 +150,7 @@ def test_scores_do_not_depend_on_the_order_of_the_samples():
     model = trained_like("rope")
     ids = torch.randint(17, 137, (12, SEQ), generator=torch.Generator().manual_seed(2))
     shuffled = ids[torch.randperm(12, generator=torch.Generator().manual_seed(3))]
-    a, b = scores.checkpoint_scores(model, ids), scores.checkpoint_scores(model, shuffled)
+    a, b = head_scores.checkpoint_scores(model, ids, TAU), head_scores.checkpoint_scores(model, shuffled, TAU)
     assert np.allclose(a.to_numpy(float), b.to_numpy(float), atol=1e-6)
     assert len(a) == model.config.n_layer * model.config.n_head
 
@@ -158,27 +162,27 @@ def test_swap_weights_pick_the_swap_that_moves_the_most_attention():
     # Three keys and a query: swap (0, 2) has the largest |D_i − D_j| (0.4) and with τ = 1e-4 takes
     # all the weight, so the scores are that swap's cosines.
     base = torch.tensor([[[0.5, 0.3, 0.1, 0.1]]])
-    swaps = scores.key_swaps(3)  # (0,1), (0,2), (1,2)
+    swaps = head_scores.key_swaps(3)  # (0,1), (0,2), (1,2)
     swapped = torch.tensor([[[[0.3, 0.5, 0.1, 0.1], [0.2, 0.3, 0.4, 0.1], [0.5, 0.1, 0.3, 0.1]]]])
-    positional, symbolic = scores.swap_scores(base, swapped, swaps)
+    positional, symbolic = head_scores.swap_scores(base, swapped, swaps, TAU)
     after, before = torch.tensor([0.2, 0.4]), torch.tensor([0.5, 0.1])
     assert positional.item() == pytest.approx(torch.cosine_similarity(after, before, dim=0).item(), abs=1e-6)
     assert symbolic.item() == pytest.approx(torch.cosine_similarity(after, before.flip(0), dim=0).item(), abs=1e-6)
 
 
 def test_one_hot_attention_stays_finite_and_unattended_swaps_score_zero_like_the_authors():
-    swaps = scores.key_swaps(16)
+    swaps = head_scores.key_swaps(16)
     one_hot = torch.zeros(1, 1, SEQ)
     one_hot[..., 3] = 1.0  # |D_i − D_j| / τ = 1e4 for the swaps with key 3
     moved = one_hot[:, :, None].repeat(1, 1, len(swaps), 1)
     for p, (i, j) in enumerate(swaps.tolist()):  # a symbolic head: the attention follows key 3's content
         moved[0, 0, p, [i, j]] = one_hot[0, 0, [j, i]]
-    positional, symbolic = scores.swap_scores(one_hot, moved, swaps)
+    positional, symbolic = head_scores.swap_scores(one_hot, moved, swaps, TAU)
     assert positional.item() == pytest.approx(0.0, abs=1e-6) and symbolic.item() == pytest.approx(1.0, abs=1e-6)
     # All attention on the query: every v is (0, 0); cos is 0, not NaN, as with F.cosine_similarity.
     on_query = torch.zeros(1, 1, SEQ)
     on_query[..., -1] = 1.0
-    positional, symbolic = scores.swap_scores(on_query, on_query[:, :, None].repeat(1, 1, len(swaps), 1), swaps)
+    positional, symbolic = head_scores.swap_scores(on_query, on_query[:, :, None].repeat(1, 1, len(swaps), 1), swaps, TAU)
     assert positional.item() == 0.0 and symbolic.item() == 0.0
 
 
@@ -191,7 +195,7 @@ def test_entropy_is_normalised_per_layer_across_checkpoints():
             "entropy": [3.0, 2.0, 1.0, 10.0, 20.0, 10.0, 5.0, 5.0, 5.0],
         }
     )
-    normalised = scores.normalise_entropy(frame)["entropy_norm"].to_numpy()
+    normalised = head_scores.normalise_entropy(frame)["entropy_norm"].to_numpy()
     assert np.allclose(normalised[:6], [1.0, 0.5, 0.0, 0.0, 1.0, 0.0])
     assert np.isnan(normalised[6:]).all()  # a layer whose entropy never changes has no scale
 
@@ -202,7 +206,7 @@ def test_entropy_is_normalised_per_layer_across_checkpoints():
 def test_purity_thresholds_are_inclusive_and_exclusive_as_specified():
     positional = [0.95, 0.94, 0.05, 0.0, 1.0, 0.9]
     symbolic = [0.05, 0.0, 0.95, 0.9, 1.0, 0.1]
-    assert list(scores.classify(positional, symbolic, 0.05)) == [
+    assert list(head_scores.classify(positional, symbolic, 0.05)) == [
         "positional",
         "mixed",
         "symbolic",
@@ -210,7 +214,7 @@ def test_purity_thresholds_are_inclusive_and_exclusive_as_specified():
         "mixed",
         "mixed",
     ]
-    assert list(scores.classify(positional, symbolic, 0.1)) == [
+    assert list(head_scores.classify(positional, symbolic, 0.1)) == [
         "positional",
         "positional",
         "symbolic",
@@ -230,14 +234,14 @@ def test_purity_counts_name_the_pure_layers_per_step_and_gamma():
             "symbolic": [0.99, 0.98, 0.99, 0.01, 0.06, 0.97],
         }
     )
-    counts = scores.purity_counts(frame, [0.1, 0.05]).set_index(["step", "gamma", "kind"])
+    counts = head_scores.purity_counts(frame, [0.1, 0.05]).set_index(["step", "gamma", "kind"])
     assert counts.loc[(0, 0.1, "positional")].tolist() == [0, ""]
     assert counts.loc[(50, 0.1, "positional")].tolist() == [2, "0 1"]
     assert counts.loc[(50, 0.05, "positional")].tolist() == [1, "0"]
     assert counts.loc[(50, 0.05, "symbolic")].tolist() == [1, "2"]
     multi_head = frame.assign(head=[0, 1, 0, 0, 1, 0], layer=[0, 0, 1, 0, 0, 1])
     assert (
-        scores.purity_counts(multi_head, [0.1]).set_index(["step", "kind"]).loc[(50, "positional"), "heads"]
+        head_scores.purity_counts(multi_head, [0.1]).set_index(["step", "kind"]).loc[(50, "positional"), "heads"]
         == "0.0 0.1"
     )
 
@@ -247,7 +251,7 @@ def test_purity_counts_name_the_pure_layers_per_step_and_gamma():
 
 def write_run(root, task: str, models: dict[int, PosymModel]):
     """A training run's checkpoints and index (as ``posym train`` writes them) and a test split."""
-    vocab = list(tasks.vocabulary(task).tokens)
+    vocab = list(get(task).vocabulary.tokens)
     entries = []
     for step, model in models.items():
         directory = checkpoints.write_checkpoint(root / "checkpoints", step, model, 0, vocab, {"eval": [], "log": []})
@@ -255,14 +259,14 @@ def write_run(root, task: str, models: dict[int, PosymModel]):
         entries.append({"step": step, "path": str(directory.relative_to(root)), "sha256": sha})
     write_json(root / "checkpoints.json", {"checkpoints": entries})
     data = root / "test"
-    datasets.save_split(data, tasks.generate_split(task, "test", size=64), {"split": "test"})
+    datasets.save_split(data, get(task).generate_split("test", 42, 64), {"split": "test"})
     return root / "checkpoints.json", root / "test.safetensors"
 
 
 @pytest.fixture(scope="module")
 def number_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
-    config = ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=16)
+    config = model_config(len(get("number").vocabulary), n_layer=2, d_model=16)
     models = {step: PosymModel(config).initialise([step]) for step in (0, 50)}
     with torch.no_grad():  # step 50: sharper attention than the initialisation
         for block in models[50].blocks:
@@ -272,35 +276,17 @@ def number_run(tmp_path_factory):
 
 def test_score_run_writes_every_head_at_every_checkpoint(number_run, tmp_path):
     index, data = number_run
-    parser = argparse.ArgumentParser()
-    scores.add_cli(parser.add_subparsers())
     out_scores, out_purity = tmp_path / "scores.csv", tmp_path / "purity.csv"
-    args = parser.parse_args(
-        [
-            "scores",
-            "--index",
-            str(index),
-            "--data",
-            str(data),
-            "--samples",
-            "40",
-            "--gammas",
-            "0.1",
-            "0.05",
-            "--out-scores",
-            str(out_scores),
-            "--out-purity",
-            str(out_purity),
-        ]
-    )
-    args.func(args)
+    command = ["a", "scores", "--index", str(index), "--data", str(data), "--set", "scores.samples=40"]
+    command += ["--settings", '{"scores": {"gammas": [0.1, 0.05]}}', "--out-scores", str(out_scores), "--out-purity", str(out_purity)]
+    assert cli.main(command) == 0
     table = pd.read_csv(out_scores)
-    assert list(table.columns) == scores.SCORE_COLUMNS
+    assert list(table.columns) == head_scores.SCORE_COLUMNS
     assert table[["step", "layer"]].values.tolist() == [[0, 0], [0, 1], [50, 0], [50, 1]]
     assert table["entropy_norm"].tolist() == [1.0, 1.0, 0.0, 0.0]  # initial attention is the most spread
     assert (table.query("step == 0")[["positional", "symbolic"]] > 0.9).all().all()
-    purity = score_figures.read_purity([out_purity], ["number"], [0])
-    assert list(purity.columns) == scores.PURITY_COLUMNS + ["task", "seed"] and len(purity) == 2 * 2 * 2
+    purity = head_dynamics.read_purity([out_purity], ["number"], [0])
+    assert list(purity.columns) == head_scores.PURITY_COLUMNS + ["task", "seed"] and len(purity) == 2 * 2 * 2
     assert purity["heads"].map(type).eq(str).all()  # '1' names a layer and '' no head; neither is a number
 
 
@@ -308,16 +294,16 @@ def test_purity_tables_read_back_layer_ids_as_text(tmp_path):
     frame = pd.DataFrame(
         {"step": [0, 0], "layer": [0, 1], "head": 0, "positional": [0.5, 0.01], "symbolic": [0.5, 0.99]}
     )
-    scores.purity_counts(frame, [0.1]).to_csv(tmp_path / "purity.csv", index=False)
-    read = score_figures.read_purity([tmp_path / "purity.csv"], ["letter"], [3]).set_index("kind")
+    head_scores.purity_counts(frame, [0.1]).to_csv(tmp_path / "purity.csv", index=False)
+    read = head_dynamics.read_purity([tmp_path / "purity.csv"], ["letter"], [3]).set_index("kind")
     assert read.loc["symbolic", "heads"] == "1" and read.loc["positional", "heads"] == ""
 
 
 def test_score_run_refuses_data_of_another_task(number_run, tmp_path):
     index, _ = number_run
-    datasets.save_split(tmp_path / "letter", tasks.generate_split("letter", "test", size=8), {"split": "test"})
+    datasets.save_split(tmp_path / "letter", get("letter").generate_split("test", 42, 8), {"split": "test"})
     with pytest.raises(IntegrityError, match="vocabulary"):
-        scores.score_run(index, tmp_path / "letter.safetensors", samples=8)
+        head_scores.score_run(index, tmp_path / "letter.safetensors", samples=8, tau=1e-4)
 
 
 # ------------------------------------------------------------------------ notebook tables and claims
@@ -359,7 +345,7 @@ def synthetic_scores() -> pd.DataFrame:
 def synthetic_purity(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(
         [
-            scores.purity_counts(run, [0.1, 0.05]).assign(task=task, seed=seed)
+            head_scores.purity_counts(run, [0.1, 0.05]).assign(task=task, seed=seed)
             for (task, seed), run in frame.groupby(["task", "seed"])
         ]
     )
@@ -367,7 +353,7 @@ def synthetic_purity(frame: pd.DataFrame) -> pd.DataFrame:
 
 def test_claim_a3_passes_the_paper_pattern_and_fails_a_positional_head_in_a_late_layer():
     frame = synthetic_scores()
-    verdicts = score_figures.claim_a3(frame, synthetic_purity(frame))
+    verdicts = head_dynamics.claim_a3(frame, synthetic_purity(frame))
     assert list(verdicts.columns) == claims.COLUMNS and verdicts["verdict"].eq("pass").all()
     assert verdicts.query("seed == 'all'")["measured"].eq("2 of 2 seeds pass").all()
     late = frame.copy()
@@ -375,7 +361,7 @@ def test_claim_a3_passes_the_paper_pattern_and_fails_a_positional_head_in_a_late
         0.99,
         0.01,
     ]
-    verdicts = score_figures.claim_a3(late, synthetic_purity(late)).set_index(["check", "seed"])
+    verdicts = head_dynamics.claim_a3(late, synthetic_purity(late)).set_index(["check", "seed"])
     positional = "≥ 3 pure positional heads, all in layers 0–4"
     assert verdicts.loc[(positional, "0"), "verdict"] == "pass" and verdicts.loc[(positional, "1"), "verdict"] == "fail"
     assert verdicts.loc[(positional, "all"), "measured"] == "1 of 2 seeds pass"
@@ -384,7 +370,7 @@ def test_claim_a3_passes_the_paper_pattern_and_fails_a_positional_head_in_a_late
 
 def test_claim_a3_is_not_tested_without_gamma_0_1():
     frame = synthetic_scores()
-    verdicts = score_figures.claim_a3(frame, synthetic_purity(frame).query("gamma == 0.05"))
+    verdicts = head_dynamics.claim_a3(frame, synthetic_purity(frame).query("gamma == 0.05"))
     assert verdicts["verdict"].eq("not tested").all()
 
 
@@ -399,30 +385,30 @@ def test_claim_a2_reads_the_hop_crossings():
         return pd.DataFrame(rows)
 
     number, letter = metrics("number", [2000, 2700, 3200, 3400]), metrics("letter", [2700, 2750, 2750, 2800])
-    assert score_figures.claim_a2(pd.concat([number, letter]))["verdict"].eq("pass").all()
-    bad = score_figures.claim_a2(metrics("number", [2000, 2700, 2700, 2900])).set_index("check")
+    assert head_dynamics.claim_a2(pd.concat([number, letter]))["verdict"].eq("pass").all()
+    bad = head_dynamics.claim_a2(metrics("number", [2000, 2700, 2700, 2900])).set_index("check")
     assert bad.loc["first steps at 0.9 strictly increasing from hop 1 to hop 4", "verdict"] == "fail"
     assert bad.loc["hop 4 reaches 0.9 ≥ 1000 steps after hop 1", "verdict"] == "fail"
-    never = score_figures.claim_a2(metrics("letter", [2700, 2750, 2750, 9999]))
+    never = head_dynamics.claim_a2(metrics("letter", [2700, 2750, 2750, 9999]))
     assert never["verdict"].eq("fail").all() and "never" in never.loc[0, "measured"]
 
 
 def test_tables_put_ours_beside_the_paper():
     frame = synthetic_scores()
-    final = score_figures.final_scores_table(frame, score_figures.FIG2B_LAYERS).set_index("layer")
+    final = head_dynamics.final_scores_table(frame, head_dynamics.FIG2B_LAYERS).set_index("layer")
     assert final.loc[1, "positional"] == pytest.approx(0.99) and final.loc[1, "paper positional"] == 0.99
     assert final.loc[5, "symbolic"] == pytest.approx(0.99) and final.loc[5, "paper symbolic"] == 0.99
-    stages = score_figures.initial_final_table(frame)
+    stages = head_dynamics.initial_final_table(frame)
     assert set(stages["stage"]) == {"initial", "final"} and len(stages) == 24
-    steps = score_figures.purity_steps_table(synthetic_purity(frame), 0.1).set_index(["kind", "count"])
+    steps = head_dynamics.purity_steps_table(synthetic_purity(frame), 0.1).set_index(["kind", "count"])
     assert (
         steps.loc[("positional", 4), "ours (per seed)"] == "6750, 6750"
         and steps.loc[("positional", 4), "paper"] == 4500
     )
-    final_purity = score_figures.purity_final_table(synthetic_purity(frame))
+    final_purity = head_dynamics.purity_final_table(synthetic_purity(frame))
     assert set(final_purity["heads"]) == {"L0 L1 L2 L3", "L4 L5 L6 L7 L8 L9 L10 L11"}
     for figure in (
-        score_figures.plot_scores(frame, (1, 5, 11)),
-        score_figures.plot_purity(synthetic_purity(frame), [0.1, 0.05]),
+        head_dynamics.plot_scores(frame, (1, 5, 11)),
+        head_dynamics.plot_purity(synthetic_purity(frame), [0.1, 0.05]),
     ):
         assert len(figure.axes) >= 2

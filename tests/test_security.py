@@ -23,8 +23,8 @@ from conftest import REPO, TINY, copy_repo, planned_jobs, snakemake
 from posym import report
 
 PACKAGE = REPO / "workflow" / "posym"
-NOTEBOOKS = sorted((REPO / "workflow" / "notebooks").glob("*.ipynb"))
-RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+NOTEBOOKS = sorted((REPO / "workflow" / "posym" / "studies").glob("*/notebooks/*.ipynb"))
+RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow").rglob("*.smk"))]
 UNPICKLING = re.compile(
     r"\bimport\s+(c?pickle|dill|joblib|shelve|marshal)\b|\bfrom\s+(c?pickle|dill|joblib|shelve)\s+import\b"
     r"|\b(c?pickle|dill|joblib|shelve|marshal)\.|torch\.load\s*\(|\bread_pickle\s*\(|allow_pickle\s*=\s*True"
@@ -78,7 +78,7 @@ def test_local_llm_weights_are_loaded_from_safetensors_only(tmp_path, monkeypatc
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models
 
-    from posym.llm import ProbeError, load_local_model
+    from posym.language_models import ProbeError, load_local_model
 
     vocab = {"[UNK]": 0, "</s>": 1, "a": 2, "b": 3}
     tokenizer = transformers.PreTrainedTokenizerFast(
@@ -162,12 +162,12 @@ def test_a_hostile_llm_model_path_fails_as_a_missing_directory_without_running(t
     workdir = copy_repo(tmp_path / "repo")
     canaries = Canaries(workdir, tmp_path / "canaries")
     model = f"`touch {canaries.absolute(1)}`$(touch {canaries.absolute(2)}); touch {canaries.relative(3)}"
-    hostile = config_file(tmp_path, {"llm": {"model": model}})
-    for args in (("-n", "-p"), ("results/llm/items.csv",)):
+    hostile = config_file(tmp_path, {"a": {"llm": {"model": model}}})
+    for args in (("-n", "-p"), ("results/a/llm/items.csv",)):
         result = snakemake(workdir, *args, configfiles=(TINY, hostile), check=False)
         text = result.stdout + result.stderr
         assert result.returncode != 0
-        assert "Missing input files for rule llm_probe" in text and model in text, text[-2000:]
+        assert "Missing input files for rule a_llm_probe" in text and model in text, text[-2000:]
     assert canaries.fired() == []
     assert not (workdir / "results").exists()  # stopped before any job ran
 
@@ -176,11 +176,11 @@ def test_a_hostile_endpoint_model_reaches_the_probe_as_one_argument(tmp_path):
     workdir = copy_repo(tmp_path / "repo")
     canaries = Canaries(workdir, tmp_path / "canaries")
     name = f"`touch {canaries.absolute(1)}`$(touch {canaries.absolute(2)}); touch {canaries.relative(3)} #"
-    hostile = config_file(tmp_path, {"llm": {"endpoint_model": name, "url_env": "POSYM_TEST_NO_SUCH_URL"}})
-    result = snakemake(workdir, "-p", "results/llm/items.csv", configfiles=(TINY, hostile), check=False)
+    hostile = config_file(tmp_path, {"a": {"llm": {"endpoint_model": name, "url_env": "POSYM_TEST_NO_SUCH_URL"}}})
+    result = snakemake(workdir, "-p", "results/a/llm/items.csv", configfiles=(TINY, hostile), check=False)
     # The job ran its shell command with the name quoted, and the probe refused to go on without a URL.
     assert result.returncode != 0
-    log = (workdir / "logs/llm/probe.log").read_text()
+    log = (workdir / "logs/a/llm/probe.log").read_text()
     assert "POSYM_TEST_NO_SUCH_URL" in log, log
     assert canaries.fired() == []
 
@@ -231,10 +231,8 @@ HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>&amp;'
 
 
 def test_every_string_in_the_report_is_escaped(tmp_path):
-    """Config, data, captions and file names all reach index.html escaped."""
-    figures = tmp_path / "figures"
-    figures.mkdir()
-    figure = figures / "fig2a_accuracy.png"
+    """Config, the study's table, data, captions and file names all reach index.html escaped."""
+    figure = tmp_path / "fig2a_accuracy.png"
     figure.write_bytes(b"\x89PNG\r\n")
     table = tmp_path / "fig2a_crossings.csv"
     pd.DataFrame({"task": [HOSTILE], HOSTILE: [1.0]}).to_csv(table, index=False)
@@ -244,24 +242,38 @@ def test_every_string_in_the_report_is_escaped(tmp_path):
     ).to_csv(claims, index=False)
     notebook = tmp_path / "training.ipynb"
     notebook.write_text("{}")
-    captions = tmp_path / "captions"
-    captions.mkdir()
-    for stem in ("fig2a_accuracy", "fig2a_crossings", "claims_A1"):
-        (captions / f"{stem}.rst").write_text(HOSTILE)
+    caption = tmp_path / "caption.rst"
+    caption.write_text(HOSTILE)
+
+    def output(kind, path):
+        files = {"png": str(path), "svg": str(path)} if kind == "figure" else {"csv": str(path), "md": str(path)}
+        return {"kind": kind, "name": path.stem, "files": files, "caption": str(caption)}
+
+    row = {"applicable": True, "reason": "", "paper": True, "category": HOSTILE, "claim": HOSTILE}
+    plan = [
+        {
+            "id": "a",
+            "name": HOSTILE,
+            "title": HOSTILE,
+            "source": HOSTILE,
+            "items": [
+                {**row, "id": HOSTILE, "key": "k", "title": HOSTILE, "outputs": [output("figure", figure), output("table", table)]},
+                {**row, "applicable": False, "reason": HOSTILE, "id": "x", "key": "x", "title": HOSTILE, "outputs": []},
+            ],
+            "claims": [{"id": "A-1", "statement": HOSTILE, "paper": HOSTILE, "applicable": True, "reason": "", "outputs": [output("table", claims)]}],
+            "notebooks": [str(notebook)],
+        }
+    ]
     out = tmp_path / "report" / "v1"
     page_path = report.build(
         out,
         version=HOSTILE,
-        title=HOSTILE,
         config={"report": {"title": HOSTILE}},
+        plan=plan,
         repo=tmp_path,  # not a git repository: commit unknown
-        figures=[figure],
-        tables=[table, claims],
-        notebooks=[notebook],
-        captions=captions,
     )
     page = page_path.read_text()
     assert_no_markup_from(HOSTILE, page)
     escaped = report._esc(HOSTILE)
-    assert page.count(escaped) >= 4  # title, h1, version, captions
+    assert page.count(escaped) >= 8  # title, h1, version, study, item, reason, claim, captions
     assert HOSTILE not in page

@@ -21,7 +21,7 @@ from conftest import REPO, TINY, clean_env, copy_repo, run_cancelling_on_timeout
 
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 CLUSTER_PROFILE = REPO / "profiles" / "slurm"
-TARGET = "results/eval/number/seed0/test.csv"  # split x2 -> train -> evaluate_test, about 1 min on SLURM
+TARGET = "results/a/eval/number/seed0/test.csv"  # split x2 -> train -> evaluate_test, about 1 min on SLURM
 SLURM_TIMEOUT_S = 600
 SITE_SETTINGS = ("slurm_partition", "gpu_model", "slurm_account", "constraint", "slurm_extra", "qos")
 
@@ -46,7 +46,7 @@ def job_resources(result) -> dict[str, list[dict[str, str]]]:
 def test_jobs_ask_for_memory_and_time_and_training_for_a_gpu(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     jobs = job_resources(snakemake(repo, "-n"))
-    assert {"split", "train", "evaluate_test", "scores", "notebook_training", "report"} <= set(jobs)
+    assert {"split", "train", "evaluate_test", "a_scores", "a_notebook_training", "report"} <= set(jobs)
     for rule, resources in jobs.items():
         if rule == "all":
             continue
@@ -58,7 +58,7 @@ def test_jobs_ask_for_memory_and_time_and_training_for_a_gpu(tmp_path):
     assert all("gpu" not in values for rule in ("split", "evaluate_test") for values in jobs[rule])
 
     on_cpu = tmp_path / "cpu.yaml"
-    on_cpu.write_text(yaml.safe_dump({"train": {"device": "cpu"}}))
+    on_cpu.write_text(yaml.safe_dump({"a": {"train": {"device": "cpu"}}}))
     jobs = job_resources(snakemake(repo, "-n", configfiles=(TINY, on_cpu)))
     assert all(values["gpu"] == "0" for values in jobs["train"])  # no GPU asked for a CPU run
 
@@ -99,7 +99,7 @@ def scontrol_show_job(job_id: str) -> dict[str, str]:
 
 
 def checkpoint_hashes(workdir) -> list[tuple[int, str]]:
-    index = json.loads((workdir / "results/train/number/seed0/checkpoints.json").read_text())
+    index = json.loads((workdir / "results/a/train/number/seed0/checkpoints.json").read_text())
     return [(c["step"], c["sha256"]) for c in index["checkpoints"]]
 
 
@@ -138,5 +138,5 @@ def test_tiny_pipeline_through_slurm_matches_a_local_run(slurm_cluster, tmp_path
     # The same results as a local run, byte for byte.
     assert checkpoint_hashes(on_slurm) == checkpoint_hashes(local)
     assert [step for step, _ in checkpoint_hashes(local)] == [0, 20, 40, 60]
-    for name in ("results/train/number/seed0/metrics.csv", "results/train/number/seed0/train_log.csv", TARGET):
+    for name in ("results/a/train/number/seed0/metrics.csv", "results/a/train/number/seed0/train_log.csv", TARGET):
         assert (on_slurm / name).read_bytes() == (local / name).read_bytes(), name

@@ -1,4 +1,5 @@
-"""Tests of posym.tasks: vocabularies, faithfulness to the authors' generators, validation, length extension."""
+"""Paper A's tasks (posym.studies.a.tasks): vocabularies, faithfulness to the authors' generators, validation,
+length extension, and the registry that finds them."""
 
 import functools
 import hashlib
@@ -7,9 +8,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from posym import tasks
+from posym import config, tasks
+from posym.studies.a.tasks import PAPER_ORDER, get, letter, multihop, number
+from posym.tasks import TaskData
 
-TRAIN_N, TEST_N, VAL_N = (tasks.SPLITS[s][0] for s in ("train", "test", "val"))
+PAPER_DATA = config.study_defaults("a")["data"]
+TRAIN_N, TEST_N, VAL_N = (PAPER_DATA[f"{s}_samples"] for s in ("train", "test", "val"))
 SEED = 42
 
 
@@ -43,13 +47,13 @@ AUTHORS_SHA256 = {
 
 
 @functools.cache
-def full_test_split(task: str) -> tasks.TaskData:
-    data = tasks.generate_split(task, "test", SEED)
+def full_test_split(task: str) -> TaskData:
+    data = get(task).generate_split("test", SEED, TEST_N)
     assert len(data) == TEST_N
     return data
 
 
-@pytest.fixture(params=tasks.TASKS)
+@pytest.fixture(params=PAPER_ORDER)
 def test_split(request):
     return full_test_split(request.param)
 
@@ -58,7 +62,7 @@ def test_split(request):
 
 
 def test_number_vocabulary_layout():
-    vocab = tasks.vocabulary("number")
+    vocab = get("number").vocabulary
     assert len(vocab) == 137
     assert vocab.tokens[0] == "<pad>"
     assert [vocab.index(str(k)) for k in (1, 9, 16)] == [1, 9, 16]
@@ -68,7 +72,7 @@ def test_number_vocabulary_layout():
 
 
 def test_letter_vocabulary_layout():
-    vocab = tasks.vocabulary("letter")
+    vocab = get("letter").vocabulary
     assert len(vocab) == 129
     assert [vocab.index(t) for t in ("a1", "a8", "b1", "h8", "aa", "ah", "ba", "hh")] == [1, 8, 9, 64, 65, 72, 73, 128]
     with pytest.raises(KeyError):
@@ -76,17 +80,17 @@ def test_letter_vocabulary_layout():
 
 
 def test_decode_round_trip():
-    for task in tasks.TASKS:
-        vocab = tasks.vocabulary(task)
-        assert tasks.decode(task, np.arange(len(vocab))) == list(vocab.tokens)
+    for task in PAPER_ORDER:
+        vocab = get(task).vocabulary
+        assert get(task).vocabulary.decode(np.arange(len(vocab))) == list(vocab.tokens)
 
 
 # ------------------------------------------------------------------------------- faithfulness (oracle)
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_train_head_matches_authors_generator(task):
-    head = tasks.generate_rows(task, TRAIN_N, SEED, np.arange(2000))
+    head = get(task).generate_rows(TRAIN_N, SEED, np.arange(2000))
     assert sha256(head.tokens) == AUTHORS_SHA256[task, "train_head_tokens"]
     assert sha256(head.labels) == AUTHORS_SHA256[task, "train_head_labels"]
 
@@ -95,20 +99,20 @@ def test_test_split_matches_authors_generator(test_split):
     assert sha256(test_split.tokens) == AUTHORS_SHA256[test_split.task, "test_tokens"]
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_val_split_matches_authors_generator(task):
-    assert sha256(tasks.generate_split(task, "val", SEED).tokens) == AUTHORS_SHA256[task, "val_tokens"]
+    assert sha256(get(task).generate_split("val", SEED, VAL_N).tokens) == AUTHORS_SHA256[task, "val_tokens"]
 
 
 def test_hand_checked_number_sample():
     # The authors' generator prints sample 0 of the seed-42 train split as
     # "ah aa ck cd dd aa ay d 3 1 4 1 2 4 10 12 3", label "aa", hop_seq [-1, 13, 9, 8, 5].
     # By hand: the query (position 16) says 3 -> position 13 says 4 -> 9 says 1 -> 8 says 3 -> 5 = "aa": 4 hops.
-    sample = tasks.generate_sample("number", TRAIN_N, SEED, 0)
-    assert " ".join(tasks.decode("number", sample.tokens[0])) == "ah aa ck cd dd aa ay d 3 1 4 1 2 4 10 12 3"
-    assert tasks.decode("number", sample.labels) == ["aa"]
+    sample = get("number").generate_sample(TRAIN_N, SEED, 0)
+    assert " ".join(get("number").vocabulary.decode(sample.tokens[0])) == "ah aa ck cd dd aa ay d 3 1 4 1 2 4 10 12 3"
+    assert get("number").vocabulary.decode(sample.labels) == ["aa"]
     assert (sample.hops[0], sample.target_pos[0]) == (4, 5)
-    assert tasks.chain_positions(sample)[0, :4].tolist() == [13, 9, 8, 5]
+    assert get(sample.task).chain_positions(sample)[0, :4].tolist() == [13, 9, 8, 5]
 
 
 def test_hand_checked_letter_sample():
@@ -116,31 +120,31 @@ def test_hand_checked_letter_sample():
     # "g5 d7 b5 b7 g5 f6 c4 b2 bb ac fh ff gg gg ef eh ea", label ('c', '4'), hop_seq [-1, 9, 6].
     # By hand: the query "ea" names "a" -> the only earlier token starting with a is "ac" (position 9), which
     # names "c" -> the only earlier token starting with c is "c4" (position 6): 2 hops.
-    sample = tasks.generate_sample("letter", TRAIN_N, SEED, 0)
-    assert " ".join(tasks.decode("letter", sample.tokens[0])) == "g5 d7 b5 b7 g5 f6 c4 b2 bb ac fh ff gg gg ef eh ea"
-    assert tasks.decode("letter", sample.labels) == ["c4"]
+    sample = get("letter").generate_sample(TRAIN_N, SEED, 0)
+    assert " ".join(get("letter").vocabulary.decode(sample.tokens[0])) == "g5 d7 b5 b7 g5 f6 c4 b2 bb ac fh ff gg gg ef eh ea"
+    assert get("letter").vocabulary.decode(sample.labels) == ["c4"]
     assert (sample.hops[0], sample.target_pos[0]) == (2, 6)
-    assert tasks.chain_positions(sample)[0, :3].tolist() == [9, 6, -1]
+    assert get(sample.task).chain_positions(sample)[0, :3].tolist() == [9, 6, -1]
 
 
 def test_number_back_pointer_replay_equals_numpy_randint(monkeypatch):
     """The fast replay of NumPy's bounded draws equals ``randint`` itself, also when it runs out of outputs."""
     seeds = np.arange(5_000, 8_000)
-    expected = np.zeros((len(seeds), tasks.SEQ_LEN), dtype=np.int64)
+    expected = np.zeros((len(seeds), multihop.SEQ_LEN), dtype=np.int64)
     for row, seed in enumerate(seeds):
         np.random.seed(seed)
-        expected[row, 1:] = np.random.randint(0, np.arange(1, tasks.SEQ_LEN + 1))[:-1]
-    for raw_draws in (tasks.RAW_DRAWS, 18):  # 18 outputs: most samples need more and take the fallback
+        expected[row, 1:] = np.random.randint(0, np.arange(1, multihop.SEQ_LEN + 1))[:-1]
+    for raw_draws in (number.RAW_DRAWS, 18):  # 18 outputs: most samples need more and take the fallback
         bit_generator = np.random.MT19937()
         legacy = np.random.RandomState(bit_generator)
         raw = np.empty((len(seeds), raw_draws), dtype=np.uint64)
         for row, seed in enumerate(seeds):
             legacy.seed(int(seed))
             raw[row] = bit_generator.random_raw(raw_draws)
-        assert np.array_equal(tasks._back_pointers(raw, seeds), expected)
-    monkeypatch.setattr(tasks, "RAW_DRAWS", 18)
+        assert np.array_equal(number.back_pointers(raw, seeds), expected)
+    monkeypatch.setattr(number, "RAW_DRAWS", 18)
     assert (
-        sha256(tasks.generate_rows("number", TRAIN_N, SEED, np.arange(2000)).tokens)
+        sha256(get("number").generate_rows(TRAIN_N, SEED, np.arange(2000)).tokens)
         == AUTHORS_SHA256["number", "train_head_tokens"]
     )
 
@@ -148,7 +152,7 @@ def test_number_back_pointer_replay_equals_numpy_randint(monkeypatch):
 # ------------------------------------------------------------------------------- whole-split semantics
 
 
-def assert_balanced(data: tasks.TaskData, n_combinations: int) -> None:
+def assert_balanced(data: TaskData, n_combinations: int) -> None:
     """Every answer combination appears floor(N/C) or floor(N/C)+1 times, exactly N mod C of them the latter."""
     # the label id encodes the letter (Number) or the (letter, digit) pair (Letter)
     counts = Counter(zip(data.target_pos.tolist(), data.labels.tolist(), data.hops.tolist()))
@@ -157,24 +161,24 @@ def assert_balanced(data: tasks.TaskData, n_combinations: int) -> None:
     assert set(counts.values()) <= {n // n_combinations, n // n_combinations + 1}
     assert sum(c == n // n_combinations + 1 for c in counts.values()) == n % n_combinations
     # answers sit in the target window, hops are 1..4, labels are target-window tokens
-    assert set(np.unique(data.hops).tolist()) == set(tasks.HOP_LENS)
-    assert data.target_pos.min() >= 0 and data.target_pos.max() < tasks.WINDOW
+    assert set(np.unique(data.hops).tolist()) == set(multihop.HOP_LENS)
+    assert data.target_pos.min() >= 0 and data.target_pos.max() < multihop.WINDOW
 
 
 COMBINATIONS = {"number": 8 * 120 * 4, "letter": 8 * 8 * 8 * 4}
 
 
 def test_test_split_is_valid_and_balanced(test_split):
-    tasks.validate(test_split)
+    get(test_split.task).validate(test_split)
     assert_balanced(test_split, COMBINATIONS[test_split.task])
-    assert test_split.tokens.shape == (TEST_N, tasks.SEQ_LEN) and test_split.tokens.dtype == np.uint8
+    assert test_split.tokens.shape == (TEST_N, multihop.SEQ_LEN) and test_split.tokens.dtype == np.uint8
 
 
 def test_letter_chain_letters_start_exactly_one_token():
     """Spec §A2: a chain letter is the first letter of its own hop position only, in the whole sequence."""
     data = full_test_split("letter")
-    first, _ = tasks._letter_parts(data.tokens)
-    path = tasks.chain_positions(data)
+    first, _ = letter.parts_of(data.tokens)
+    path = get(data.task).chain_positions(data)
     rows, steps = np.nonzero(path >= 0)
     chain_letter = first[rows, path[rows, steps]]
     assert np.all((first[rows] == chain_letter[:, None]).sum(axis=1) == 1)
@@ -183,58 +187,58 @@ def test_letter_chain_letters_start_exactly_one_token():
 def test_number_filler_offsets_cover_their_range():
     """Offsets at position i are drawn from 1..i (spec §A2); all values occur at every position."""
     data = full_test_split("number")
-    for position in range(tasks.WINDOW, tasks.SEQ_LEN):
+    for position in range(multihop.WINDOW, multihop.SEQ_LEN):
         assert set(np.unique(data.tokens[:, position]).tolist()) == set(range(1, position + 1))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_full_train_split(task):
     """The whole 432,000-sample train split: the authors' bytes, valid, balanced (432,000 = 112.5 x 3840 for
     Number, 210.9375 x 2048 for Letter), and sample-wise regenerable. About 12 s per task."""
-    train = tasks.generate_split(task, "train", SEED)
+    train = get(task).generate_split("train", SEED, TRAIN_N)
     assert sha256(train.tokens) == AUTHORS_SHA256[task, "train_tokens"]
     assert sha256(train.labels) == AUTHORS_SHA256[task, "train_labels"]
-    tasks.validate(train)
+    get(train.task).validate(train)
     assert_balanced(train, COMBINATIONS[task])
     for idx in (0, 1, 123_457, TRAIN_N - 1):
-        sample = tasks.generate_sample(task, TRAIN_N, SEED, idx)
-        for name in tasks.TaskData.ARRAYS:
+        sample = get(task).generate_sample(TRAIN_N, SEED, idx)
+        for name in get(task).dtypes:
             assert np.array_equal(getattr(sample, name)[0], getattr(train, name)[idx])
 
 
 def test_per_sample_regeneration_equals_split_rows(test_split):
     for idx in (0, 1, 4_999, 31_337, TEST_N - 1):
-        sample = tasks.generate_sample(test_split.task, TEST_N, tasks.split_seed("test", SEED), idx)
-        for name in tasks.TaskData.ARRAYS:
+        sample = get(test_split.task).generate_sample(TEST_N, multihop.split_seed("test", SEED), idx)
+        for name in get(test_split.task).dtypes:
             assert np.array_equal(getattr(sample, name)[0], getattr(test_split, name)[idx]), (idx, name)
     rows = np.array([40_000, 7, 39_999, 45_000])  # out of order, across chunk boundaries
-    picked = tasks.generate_rows(test_split.task, TEST_N, tasks.split_seed("test", SEED), rows)
+    picked = get(test_split.task).generate_rows(TEST_N, multihop.split_seed("test", SEED), rows)
     assert np.array_equal(picked.tokens, test_split.tokens[rows])
 
 
 def test_determinism_and_seed_sensitivity():
-    for task in tasks.TASKS:
-        a, b = tasks.generate(task, 3000, 7), tasks.generate(task, 3000, 7)
-        c = tasks.generate(task, 3000, 8)
-        assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in tasks.TaskData.ARRAYS)
+    for task in PAPER_ORDER:
+        a, b = get(task).samples(3000, 7), get(task).samples(3000, 7)
+        c = get(task).samples(3000, 8)
+        assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in a.all_arrays())
         assert not np.array_equal(a.tokens, c.tokens)
-        tasks.validate(c)
+        get(c.task).validate(c)
 
 
 def test_split_seeds_follow_the_spec():
-    assert [tasks.split_seed(s, 42) for s in ("train", "val", "test")] == [42, 432_042, 434_442]
-    small = tasks.generate_split("letter", "val", SEED, size=100)
-    assert np.array_equal(small.tokens, tasks.generate("letter", 100, 432_042).tokens)
+    assert [multihop.split_seed(s, 42) for s in ("train", "val", "test")] == [42, 432_042, 434_442]
+    small = get("letter").generate_split("val", SEED, size=100)
+    assert np.array_equal(small.tokens, get("letter").samples(100, 432_042).tokens)
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError):
-        tasks.vocabulary("digits")
+        get("digits").vocabulary
     with pytest.raises(IndexError):
-        tasks.generate_sample("number", 10, 0, 10)
+        get("number").generate_sample(10, 0, 10)
     with pytest.raises(ValueError):
-        tasks.generate("number", 10, -1)
+        get("number").samples(10, -1)
 
 
 # -------------------------------------------------------------------------------------------- validate
@@ -242,54 +246,54 @@ def test_bad_arguments():
 
 @pytest.fixture(scope="module")
 def small_sets():
-    return {task: tasks.generate(task, 2000, 1234) for task in tasks.TASKS}
+    return {task: get(task).samples(2000, 1234) for task in PAPER_ORDER}
 
 
-def mutated(data: tasks.TaskData, **changes) -> tasks.TaskData:
-    arrays = {name: getattr(data, name).copy() for name in tasks.TaskData.ARRAYS}
+def mutated(data: TaskData, **changes) -> TaskData:
+    arrays = {name: array.copy() for name, array in data.all_arrays().items()}
     for name, (row, column, value) in changes.items():
         if column is None:
             arrays[name][row] = value
         else:
             arrays[name][row, column] = value
-    return tasks.TaskData(data.task, **arrays)
+    return TaskData(data.task, arrays.pop("tokens"), arrays.pop("labels"), arrays)
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", PAPER_ORDER)
 def test_validate_names_the_first_bad_sample(small_sets, task):
     data = small_sets[task]
     bad = mutated(data, labels=(9, None, data.labels[9] ^ 1))
     bad.labels[4] ^= 1  # two bad rows: the first, 4, is reported
     with pytest.raises(ValueError, match=r"sample 4: the label"):
-        tasks.validate(bad)
+        get(bad.task).validate(bad)
     with pytest.raises(ValueError, match=r"sample 11: .*number of hops"):
-        tasks.validate(mutated(data, hops=(11, None, data.hops[11] % 4 + 1)))
+        get(data.task).validate(mutated(data, hops=(11, None, data.hops[11] % 4 + 1)))
     with pytest.raises(ValueError, match=r"sample 12: .*ends at a different position"):
-        tasks.validate(mutated(data, target_pos=(12, None, (data.target_pos[12] + 1) % 8)))
+        get(data.task).validate(mutated(data, target_pos=(12, None, (data.target_pos[12] + 1) % 8)))
     with pytest.raises(ValueError, match=r"sample 3: token id is padding"):
-        tasks.validate(mutated(data, tokens=(3, 10, 0)))
+        get(data.task).validate(mutated(data, tokens=(3, 10, 0)))
 
 
 def test_validate_number_specific_errors(small_sets):
     data = small_sets["number"]
     with pytest.raises(ValueError, match=r"sample 7: an offset jumps before the start"):
-        tasks.validate(mutated(data, tokens=(7, 8, 9)))  # position 8 cannot go back 9
+        get(data.task).validate(mutated(data, tokens=(7, 8, 9)))  # position 8 cannot go back 9
     with pytest.raises(ValueError, match=r"sample 5: the last 9 tokens must be offsets"):
-        tasks.validate(mutated(data, tokens=(5, 12, 30)))  # a letter among the offsets
+        get(data.task).validate(mutated(data, tokens=(5, 12, 30)))  # a letter among the offsets
     with pytest.raises(ValueError, match=r"sample 6: the last 9 tokens must be offsets"):
-        tasks.validate(mutated(data, tokens=(6, 2, 3)))  # an offset in the target window
+        get(data.task).validate(mutated(data, tokens=(6, 2, 3)))  # an offset in the target window
 
 
 def test_validate_letter_rejects_improper_inputs(small_sets):
     data = small_sets["letter"]
     row = 8
     target = int(data.target_pos[row])
-    other = (target + 1) % tasks.WINDOW
-    duplicate = tasks._letter_digit_id(tasks._letter_parts(data.labels[row])[0], 1)  # answer letter, digit 1
+    other = (target + 1) % multihop.WINDOW
+    duplicate = letter.letter_digit_id(letter.parts_of(data.labels[row])[0], 1)  # answer letter, digit 1
     with pytest.raises(ValueError, match=r"sample 8: .*not proper"):
-        tasks.validate(mutated(data, tokens=(row, other, duplicate)))
+        get(data.task).validate(mutated(data, tokens=(row, other, duplicate)))
     with pytest.raises(ValueError, match=r"sample 2: the last 9 tokens must be letter-letter"):
-        tasks.validate(mutated(data, tokens=(2, 16, 5)))
+        get(data.task).validate(mutated(data, tokens=(2, 16, 5)))
 
 
 def test_validate_is_fast_enough(test_split):
@@ -297,7 +301,7 @@ def test_validate_is_fast_enough(test_split):
 
     start = time.perf_counter()
     for _ in range(5):
-        tasks.validate(test_split)
+        get(test_split.task).validate(test_split)
     assert (time.perf_counter() - start) / 5 < 1.0  # 45,600 samples take ~0.1 s; a train split ~10x that
 
 
@@ -307,15 +311,15 @@ def test_validate_is_fast_enough(test_split):
 @pytest.mark.parametrize("extra", [0, 1, 37, 500])
 def test_extend_keeps_structure_and_answer(small_sets, extra):
     for task, data in small_sets.items():
-        longer = tasks.extend(data, extra, seed=5)
-        tasks.validate(longer)
-        assert longer.tokens.shape == (len(data), tasks.SEQ_LEN + extra)
+        longer = get(data.task).extend(data, extra, seed=5)
+        get(longer.task).validate(longer)
+        assert longer.tokens.shape == (len(data), multihop.SEQ_LEN + extra)
         assert np.array_equal(longer.tokens[:, extra:], data.tokens)
         assert np.array_equal(longer.labels, data.labels) and np.array_equal(longer.hops, data.hops)
         assert np.array_equal(longer.target_pos, data.target_pos + extra)
         assert np.array_equal(longer.tokens[np.arange(len(data)), longer.target_pos], data.labels)
-        chains = tasks.chain_positions(longer)
-        assert np.array_equal(chains[chains >= 0], (tasks.chain_positions(data) + extra)[chains >= 0])
+        chains = get(longer.task).chain_positions(longer)
+        assert np.array_equal(chains[chains >= 0], (get(data.task).chain_positions(data) + extra)[chains >= 0])
         fillers = longer.tokens[:, :extra].astype(np.int64)
         if task == "number":
             assert fillers.size == 0 or (fillers.min() >= 17 and fillers.max() <= 136)
@@ -325,9 +329,9 @@ def test_extend_keeps_structure_and_answer(small_sets, extra):
 
 def test_extend_letter_fillers_avoid_chain_letters_and_are_uniform(small_sets):
     data = small_sets["letter"]
-    longer = tasks.extend(data, 300, seed=2)
-    first, _ = tasks._letter_parts(longer.tokens)
-    path = tasks.chain_positions(longer)
+    longer = get(data.task).extend(data, 300, seed=2)
+    first, _ = letter.parts_of(longer.tokens)
+    path = get(longer.task).chain_positions(longer)
     for row in range(0, len(data), 97):
         chain_letters = set(first[row, path[row][path[row] >= 0]].tolist())
         filler_letters = set(first[row, :300].tolist())
@@ -339,20 +343,39 @@ def test_extend_letter_fillers_avoid_chain_letters_and_are_uniform(small_sets):
 
 def test_extend_is_deterministic_in_seed(small_sets):
     for data in small_sets.values():
-        a, b, c = (tasks.extend(data, 50, seed=s) for s in (3, 3, 4))
+        a, b, c = (get(data.task).extend(data, 50, seed=s) for s in (3, 3, 4))
         assert np.array_equal(a.tokens, b.tokens) and not np.array_equal(a.tokens, c.tokens)
 
 
 def test_length_extension_set_is_hop_balanced_and_shares_base_samples():
-    for task in tasks.TASKS:
-        short = tasks.length_extension_set(task, 1000, extra=0, seed=0)
-        long = tasks.length_extension_set(task, 1000, extra=1000, seed=0)
+    for task in PAPER_ORDER:
+        short = get(task).length_extension_set(1000, extra=0, seed=0, base_seed=SEED)
+        long = get(task).length_extension_set(1000, extra=1000, seed=0, base_seed=SEED)
         assert Counter(short.hops.tolist()) == {1: 250, 2: 250, 3: 250, 4: 250}
         assert np.array_equal(long.tokens[:, 1000:], short.tokens)
-        tasks.validate(long)
-        rows = tasks.hop_balanced_rows(task, 1000, TEST_N, tasks.split_seed("test", SEED))
+        get(long.task).validate(long)
+        rows = get(task).hop_balanced_rows(1000, TEST_N, multihop.split_seed("test", SEED))
         assert np.array_equal(
-            short.tokens[:5], tasks.generate_rows(task, TEST_N, tasks.split_seed("test", SEED), rows[:5]).tokens
+            short.tokens[:5], get(task).generate_rows(TEST_N, multihop.split_seed("test", SEED), rows[:5]).tokens
         )
     with pytest.raises(ValueError):
-        tasks.length_extension_set("number", 1001, extra=0, seed=0)
+        get("number").length_extension_set(1001, extra=0, seed=0, base_seed=SEED)
+
+
+# ------------------------------------------------------------------------------------------- registry
+
+
+def test_the_registry_finds_paper_a_tasks_in_their_study_folder():
+    registered = {name: task for name, task in tasks.registry().items() if task.study == "a"}
+    assert set(registered) == set(PAPER_ORDER)
+    schema_tasks = config.load_schema()["properties"]["a"]["properties"]["tasks"]["items"]["enum"]
+    assert list(PAPER_ORDER) == schema_tasks  # the config accepts exactly paper A's tasks, in the paper's order
+    with pytest.raises(ValueError, match="unknown task 'colour'"):
+        tasks.get("colour")
+
+
+def test_constants_that_must_equal_schema_defaults():
+    # The length sets take their base samples from the paper-size test split, whatever data.test_samples is.
+    assert multihop.PAPER_TEST_SAMPLES == PAPER_DATA["test_samples"]
+    # The val and test seeds follow the samples of the splits before them at the paper's sizes (spec §A2).
+    assert multihop.SPLIT_SEED_OFFSETS == {"train": 0, "val": TRAIN_N, "test": TRAIN_N + VAL_N}

@@ -1,6 +1,5 @@
 """Paper A's theory (spec §A9, claim A-6): Listing 1, the Thm 3.1 constructions, the Thm 3.2 bounds, Fig 5A."""
 
-import argparse
 import itertools
 import math
 
@@ -9,7 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import paper, tasks, theory
+from posym import cli, config
+from posym.studies.a import paper, theory
+from posym.studies.a.tasks import get, number
+
+THEORY = config.study_defaults("a")["theory"]  # the paper's angles (Fig 5A) and β
+BETA = THEORY["beta"]
+FIG1 = {task: get(task).fig1_example["tokens"] for task in ("number", "letter")}
 
 LETTERS = theory.alphabet(8)
 DIGITS = [str(k) for k in range(1, 9)]
@@ -32,16 +37,16 @@ def t_index():
 
 @pytest.fixture(scope="module")
 def t_retrieval():
-    return theory.retrieval_construction(LETTERS, DIGITS, theta=theory.FIG5A_THETA_RETRIEVAL)
+    return theory.retrieval_construction(LETTERS, DIGITS, theta=THEORY["theta_retrieval"])
 
 
 # ------------------------------------------------------------------------------------------ Listing 1
 
 
 def test_listing1_solves_the_fig1_examples_in_four_layers():
-    assert theory.flow(theory.index, theory.FIG1_NUMBER, 4).iloc[:, -1].tolist() == ["1", "1", "1", "1", "C"]
-    assert theory.flow(theory.retrieval, theory.FIG1_LETTER, 4).iloc[:, -1].tolist() == ["IG", "GD", "DE", "EC", "C2"]
-    assert theory.reflexive(theory.FIG1_NUMBER) == theory.FIG1_NUMBER
+    assert theory.flow(theory.index, FIG1["number"], 4).iloc[:, -1].tolist() == ["1", "1", "1", "1", "C"]
+    assert theory.flow(theory.retrieval, FIG1["letter"], 4).iloc[:, -1].tolist() == ["IG", "GD", "DE", "EC", "C2"]
+    assert theory.reflexive(FIG1["number"]) == FIG1["number"]
 
 
 def test_index_leaves_a_number_pointing_before_the_start_alone():
@@ -52,12 +57,12 @@ def test_index_leaves_a_number_pointing_before_the_start_alone():
 @pytest.mark.parametrize("task, function", [("number", theory.index), ("letter", theory.retrieval)])
 def test_layers_of_the_basic_function_solve_the_task(task, function):
     """f(σ) = Reflexive^(ℓ−h)(F^h(σ))_n: four applications answer every sample of at most four hops."""
-    data = tasks.generate_split(task, "test", size=200)
+    data = get(task).generate_split("test", 42, 200)
     for tokens, label in zip(data.tokens, data.labels):
-        seq = tasks.decode(task, tokens)
+        seq = get(task).vocabulary.decode(tokens)
         for _ in range(4):
             seq = function(seq)
-        assert seq[-1] == tasks.decode(task, [label])[0]
+        assert seq[-1] == get(task).vocabulary.decode([label])[0]
 
 
 # ------------------------------------------------------------------------------------ constructions
@@ -87,7 +92,7 @@ def test_retrieval_logits_compare_letters_on_the_circle(t_retrieval):
         assert torch.allclose(logits[n, : n + 1], torch.cos(torch.tensor(angles, dtype=torch.float64)), atol=1e-6)
 
 
-@pytest.mark.parametrize("attention_kind, beta", [("softmax", theory.DEFAULT_BETA), ("hard", None)])
+@pytest.mark.parametrize("attention_kind, beta", [("softmax", BETA), ("hard", None)])
 def test_constructions_reproduce_listing1_on_random_valid_inputs_up_to_n0(t_index, t_retrieval, attention_kind, beta):
     rng = np.random.default_rng(2)
     for n in range(1, N0 + 1):
@@ -112,28 +117,28 @@ def test_a_softmax_scale_too_small_breaks_the_index_construction(t_index):
     rng = np.random.default_rng(4)
     inputs = [theory.random_index_input(rng, 40, LETTERS, N0) for _ in range(20)]
     assert theory.exactness(t_index, theory.index, inputs, beta=1.0) < 0.5
-    assert theory.exactness(t_index, theory.index, inputs, beta=theory.DEFAULT_BETA) == 1.0
+    assert theory.exactness(t_index, theory.index, inputs, beta=BETA) == 1.0
 
 
 def test_index_construction_answers_the_number_task_unchanged_after_the_prepend_protocol():
     """Through the model: the hand-built Index layer, stacked four times, answers the same before and after
     filler tokens are prepended to the target window (spec §A10.1)."""
-    construction = theory.index_construction(tasks.NUMBER_LETTERS, max_offset=tasks.NUMBER_MAX_OFFSET, theta=1.0)
-    data = tasks.generate_split("number", "test", size=64)
-    for sample_set in (data, tasks.extend(data, 40, seed=5)):
-        sequences = [tasks.decode("number", row) for row in sample_set.tokens]
+    construction = theory.index_construction(number.LETTERS, max_offset=number.MAX_OFFSET, theta=1.0)
+    data = get("number").generate_split("test", 42, 64)
+    for sample_set in (data, get(data.task).extend(data, 40, seed=5)):
+        sequences = [get("number").vocabulary.decode(row) for row in sample_set.tokens]
         for _ in range(4):
-            sequences = construction.apply(sequences)
-        assert [seq[-1] for seq in sequences] == tasks.decode("number", sample_set.labels)
+            sequences = construction.apply(sequences, BETA)
+        assert [seq[-1] for seq in sequences] == get("number").vocabulary.decode(sample_set.labels)
 
 
 def test_retrieval_construction_answers_the_letter_task_unchanged_after_the_prepend_protocol(t_retrieval):
-    data = tasks.generate_split("letter", "test", size=64)
-    for sample_set in (data, tasks.extend(data, 40, seed=6)):
-        sequences = [tasks.decode("letter", row) for row in sample_set.tokens]
+    data = get("letter").generate_split("test", 42, 64)
+    for sample_set in (data, get(data.task).extend(data, 40, seed=6)):
+        sequences = [get("letter").vocabulary.decode(row) for row in sample_set.tokens]
         for _ in range(4):
-            sequences = t_retrieval.apply(sequences)
-        assert [seq[-1] for seq in sequences] == tasks.decode("letter", sample_set.labels)
+            sequences = t_retrieval.apply(sequences, BETA)
+        assert [seq[-1] for seq in sequences] == get("letter").vocabulary.decode(sample_set.labels)
 
 
 # ---------------------------------------------------------------------------------------- discrepancy
@@ -248,22 +253,8 @@ def test_claims_a6_fail_a_curve_over_its_bound():
 
 
 def test_cli_writes_both_theory_tables(tmp_path):
-    subparsers = argparse.ArgumentParser().add_subparsers()
-    theory.add_cli(subparsers)
-    parser = subparsers.choices["theory"]
-    args = parser.parse_args(
-        [
-            "--discrepancy",
-            str(tmp_path / "d.csv"),
-            "--exactness",
-            str(tmp_path / "e.csv"),
-            "--max-length",
-            "5",
-            "--random-inputs",
-            "2",
-        ]
-    )
-    args.func(args)
+    command = ["a", "theory", "--out-discrepancy", str(tmp_path / "d.csv"), "--out-exactness", str(tmp_path / "e.csv")]
+    assert cli.main(command + ["--set", "theory.max_length=5", "--set", "theory.random_inputs=2"]) == 0
     curves, exact = pd.read_csv(tmp_path / "d.csv"), pd.read_csv(tmp_path / "e.csv")
     assert len(curves) == 4 * 5 and set(curves["function"]) == {"index", "retrieval"}
     assert (exact["exact"] == 1.0).all() and set(exact["attention"]) == {"softmax", "hard"}

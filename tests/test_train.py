@@ -13,31 +13,34 @@ import torch
 
 from posym import checkpoints, tasks
 from posym.files import IntegrityError, load_tensors, sha256_file
-from posym.model import ModelConfig
+from conftest import model_config, train_config
+from posym.checkpoints import load_final_model, load_index
 from posym.evaluate import predict
-from posym.train import Run, TrainConfig, Trainer, learning_rate, load_final_model, load_index, train
+from posym.studies.a.tasks import get
+from posym.train import Run, TrainConfig, Trainer, learning_rate, train
 
-TINY_MODEL = ModelConfig(vocab_size=len(tasks.vocabulary("number")), n_layer=2, d_model=32)
-TINY_TRAIN = TrainConfig(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
+TINY_MODEL = model_config(len(get("number").vocabulary), n_layer=2, d_model=32)
+TINY_TRAIN = train_config(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
 
 
 def one_hop(task, n, seed):
     """The 1-hop samples among n generated ones (a quarter, by the balancing)."""
-    data = tasks.generate(task, n, seed)
+    data = get(task).samples(n, seed)
     return data.select(np.flatnonzero(data.hops == 1))
 
 
 @pytest.fixture(scope="module")
 def small_data():
-    return tasks.generate("number", 2048, 42), tasks.generate("number", 256, 7)
+    return get("number").samples(2048, 42), get("number").samples(256, 7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task, precision", [("number", "fp32"), ("letter", "fp32"), ("number", "bf16")])
 def test_two_layers_learn_one_hop_data(tmp_path, task, precision):
-    vocab = tasks.vocabulary(task)
+    vocab = get(task).vocabulary
     run = Run(seed=0, train=one_hop(task, 48_000, 42), test=one_hop(task, 2_000, 9), out=tmp_path)
-    model = ModelConfig(vocab_size=len(vocab), n_layer=2, d_model=128, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
-    config = TrainConfig(
+    model = model_config(len(vocab), n_layer=2, d_model=128, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
+    config = train_config(
         steps=240, batch_size=128, learning_rate=1e-3, warmup_steps=20, checkpoint_every=120, eval_samples=None,
         device="cpu", log_every=60, precision=precision,
     )  # fmt: skip
@@ -57,7 +60,7 @@ def test_two_layers_learn_one_hop_data(tmp_path, task, precision):
 def test_learning_rate_schedule_matches_hf(small_data):
     from transformers import get_linear_schedule_with_warmup
 
-    config = TrainConfig(steps=100, warmup_steps=10, learning_rate=1e-3)
+    config = train_config(steps=100, warmup_steps=10, learning_rate=1e-3)
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
     schedule = get_linear_schedule_with_warmup(optimizer, 10, 100)
     for step in range(100):
@@ -72,20 +75,20 @@ def test_same_seed_same_weights_and_metrics(tmp_path, small_data, precision):
     config = TrainConfig(**{**TINY_TRAIN.to_dict(), "precision": precision})
     outs = []
     for name in ("a", "b"):
-        train([Run(seed=5, train=train_data, test=test_data, out=tmp_path / name)], TINY_MODEL, config, tasks.vocabulary("number").tokens)
+        train([Run(seed=5, train=train_data, test=test_data, out=tmp_path / name)], TINY_MODEL, config, get("number").vocabulary.tokens)
         outs.append(tmp_path / name)
     for step in (0, 20, 40):
         files = [checkpoints.step_dir(o / "checkpoints", step) / "model.safetensors" for o in outs]
         assert sha256_file(files[0]) == sha256_file(files[1])
     assert (outs[0] / "metrics.csv").read_bytes() == (outs[1] / "metrics.csv").read_bytes()
     other = tmp_path / "c"
-    train([Run(seed=6, train=train_data, test=test_data, out=other)], TINY_MODEL, config, tasks.vocabulary("number").tokens)
+    train([Run(seed=6, train=train_data, test=test_data, out=other)], TINY_MODEL, config, get("number").vocabulary.tokens)
     assert sha256_file(other / "checkpoints/step-000040/model.safetensors") != sha256_file(outs[0] / "checkpoints/step-000040/model.safetensors")
 
 
 def test_index_lists_every_checkpoint_and_keeps_resume_state_in_the_newest_only(tmp_path, small_data):
     train_data, test_data = small_data
-    train([Run(seed=0, train=train_data, test=test_data, out=tmp_path)], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    train([Run(seed=0, train=train_data, test=test_data, out=tmp_path)], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)
     index = load_index(tmp_path / "checkpoints.json")
     assert [c["step"] for c in index["checkpoints"]] == [0, 20, 40]
     states = [checkpoints.has_trainer_state(d) for _, d in checkpoints.list_checkpoints(tmp_path / "checkpoints")]
@@ -139,9 +142,9 @@ def test_resume_after_kill_is_bit_identical(tmp_path, precision):
 def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog, change):
     train_data, test_data = small_data
     run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
-    train([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    train([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)
     changed = TrainConfig(**{**TINY_TRAIN.to_dict(), **change})
-    trainer = Trainer([run], TINY_MODEL, changed, tasks.vocabulary("number").tokens)
+    trainer = Trainer([run], TINY_MODEL, changed, get("number").vocabulary.tokens)
     assert trainer.resume_step() == 0
     assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
     assert "other settings or data" in caplog.text
@@ -150,13 +153,13 @@ def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog
 def test_corrupt_checkpoints_are_refused_with_the_file_name(tmp_path, small_data):
     train_data, test_data = small_data
     run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
-    train([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens)
+    train([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)
     newest = checkpoints.step_dir(tmp_path / "checkpoints", 40)
 
     state = newest / "trainer_state.safetensors"
     state.write_bytes(state.read_bytes()[:-100])  # truncated
     with pytest.raises(IntegrityError, match="trainer_state.safetensors"):
-        Trainer([run], TINY_MODEL, TINY_TRAIN, tasks.vocabulary("number").tokens).resume_step()
+        Trainer([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens).resume_step()
 
     weights = checkpoints.step_dir(tmp_path / "checkpoints", 20) / "model.safetensors"
     data = bytearray(weights.read_bytes())
@@ -182,4 +185,4 @@ def test_no_pickle_loading_anywhere_in_the_package():
 
 def test_unknown_precision_is_refused_by_name():
     with pytest.raises(ValueError, match="precision='fp16'"):
-        TrainConfig.from_dict({"precision": "fp16"})
+        train_config(precision="fp16")

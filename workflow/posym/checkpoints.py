@@ -130,3 +130,24 @@ def remove_all(root: Path) -> int:
     for _, path in found:
         shutil.rmtree(path)
     return len(found)
+
+
+def load_index(path: Path) -> dict:
+    """Read a training job's checkpoints.json and check every listed checkpoint is intact."""
+    path = Path(path)
+    index = read_json(path)
+    for entry in index["checkpoints"]:
+        directory = path.parent / entry["path"]
+        checksums = verify(directory)
+        if checksums["model.safetensors"] != entry["sha256"]:
+            raise IntegrityError(directory / "model.safetensors", "differs from the checkpoint index")
+    return index
+
+
+def load_final_model(index_path: Path) -> tuple[PosymModel, list[str], dict]:
+    """The newest checkpoint of a training job (from its checkpoints.json, every checkpoint checked)
+    with its vocabulary and its index entry."""
+    index = load_index(index_path)
+    final = index["checkpoints"][-1]
+    model, vocab = load_model(Path(index_path).parent / final["path"])
+    return model, vocab, final

@@ -1,20 +1,25 @@
-"""Configuration: defaults and validation against ``workflow/schemas/config.schema.yaml``.
+"""Configuration: defaults and validation against the schemas, and the digest that names a report version.
 
-The Snakefile calls :func:`validate` before building the DAG, so a bad value stops the run
-before any job starts, with a message that names the key (``train.steps``) and says why.
+The configuration has a few shared keys (``studies``, ``threads``, ``report``; schema
+``workflow/schemas/config.schema.yaml``) and one section per study (``a:`` for paper A), whose schema is the
+study's own ``schema.yaml``. Every default lives in a schema. The Snakefile calls :func:`validate` before
+building the DAG, so a bad value stops the run before any job starts, with a message that names the key
+(``a.train.steps``) and says why.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
-import math
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 from jsonschema import Draft7Validator, validators
+
+from . import study as studies
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
@@ -24,7 +29,18 @@ class ConfigError(ValueError):
 
 
 def load_schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The whole schema: the shared keys, and every known study's section under its id."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    ids = studies.known()
+    schema["properties"]["studies"]["items"]["enum"] = list(ids)
+    for study_id in ids:
+        schema["properties"][study_id] = studies.section_schema(study_id)
+    return schema
+
+
+def study_defaults(study_id: str) -> dict:
+    """A study's section with every default filled in (what an empty section means)."""
+    return validate({"studies": [study_id]})[study_id]
 
 
 def _with_defaults(validator_class):
@@ -48,69 +64,124 @@ def _key(path: Iterable) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error) -> str:
+def _describe(error, schema: dict) -> str:
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         unexpected = sorted(set(error.instance) - set(allowed))
         return "; ".join(
-            f"config key '{_key([*error.absolute_path, name])}': unknown key (allowed here: {', '.join(allowed)})" for name in unexpected
+            f"config key '{_key([*error.absolute_path, name])}': unknown key (allowed here: {', '.join(allowed)})"
+            + _moved_hint(error.absolute_path, name, schema)
+            for name in unexpected
         )
     return f"config key '{_key(error.absolute_path)}': {error.message}"
+
+
+def _moved_hint(path, name: str, schema: dict) -> str:
+    """For a top-level key that is a study's: where it lives now (configs written before studies had sections)."""
+    if list(path):
+        return ""
+    owners = [sid for sid in studies.known() if name in schema["properties"][sid].get("properties", {})]
+    return f"; study settings live in the study's section now, e.g. '{owners[0]}.{name}'" if owners else ""
 
 
 def validate(config: dict | None, sections: tuple[str, ...] | None = None) -> dict:
     """Return a copy of ``config`` with defaults filled in; raise ConfigError naming every bad key.
 
-    ``sections`` limits the errors to keys under those top-level sections (``posym train`` checks
-    data, model and train only, so an unrelated default cannot stop it).
+    The sections of the studies in ``studies`` are filled in even when absent. ``sections`` limits the errors to
+    keys under those dotted prefixes (``posym train`` checks ``a.data``, ``a.model`` and ``a.train`` only, so an
+    unrelated setting cannot stop it).
     """
     if config is None:
         config = {}
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping of keys to values, got {type(config).__name__}")
+    schema = load_schema()
     filled = copy.deepcopy(config)
-    errors = sorted(_Filling(load_schema()).iter_errors(filled), key=lambda e: [str(p) for p in e.absolute_path])
-    problems = [_describe(e) for e in errors]
+    active = filled.get("studies", schema["properties"]["studies"]["default"])
+    if isinstance(active, list):
+        for study_id in active:
+            if isinstance(study_id, str) and study_id in studies.known():
+                filled.setdefault(study_id, {})
+    errors = sorted(_Filling(schema).iter_errors(filled), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [_describe(e, schema) for e in errors]
     if not problems:
         problems = _cross_checks(filled)
     if sections is not None:
         problems = [p for p in problems if any(p.startswith(f"config key '{name}") for name in sections)]
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    if filled["report"]["title"] is None:
+        filled["report"]["title"] = f"posym: {' and '.join(studies.load(s).name for s in filled['studies'])} reproduced"
     return filled
 
 
-def _cross_checks(c: dict) -> list[str]:
-    """Constraints between keys that a JSON schema cannot express."""
+def _cross_checks(config: dict) -> list[str]:
+    """Constraints between keys that a JSON schema cannot express: the core's on every section that trains
+    models, then the study's own (``posym/studies/<id>/config_checks.py``, when it has one)."""
     problems = []
-    data, model, train = c["data"], c["model"], c["train"]
+    for study_id in studies.known():
+        if study_id not in config:
+            continue
+        section = config[study_id]
+        problems += task_checks(section, study_id)
+        if {"data", "model", "train"} <= set(section):
+            problems += training_checks(section, study_id)
+        try:
+            checks = importlib.import_module(f"posym.studies.{study_id}.config_checks")
+        except ModuleNotFoundError:
+            continue
+        problems += checks.problems(section, study_id)
+    return problems
+
+
+def task_checks(section: dict, study_id: str) -> list[str]:
+    """Every task a study's section names is one of the study's (a module of ``posym/studies/<id>/tasks/``)."""
+    from . import tasks
+
+    own = sorted(name for name, task in tasks.registry().items() if task.study == study_id)
+    return [
+        f"config key '{study_id}.tasks.{i}': {name!r} is not a task of study {study_id} (its tasks: {', '.join(own) or 'none'})"
+        for i, name in enumerate(section.get("tasks", []))
+        if name not in own
+    ]
+
+
+def training_checks(section: dict, prefix: str) -> list[str]:
+    """Checks of a section with ``data``, ``model`` and ``train``; keys are named ``<prefix>.<key>``."""
+    data, model, train = section["data"], section["model"], section["train"]
+    problems = []
+
+    def problem(key: str, text: str) -> None:
+        problems.append(f"config key '{prefix}.{key}': {text}")
+
     if train["batch_size"] > data["train_samples"]:
-        problems.append(f"config key 'train.batch_size': {train['batch_size']} exceeds data.train_samples={data['train_samples']}")
+        problem("train.batch_size", f"{train['batch_size']} exceeds data.train_samples={data['train_samples']}")
     if train["warmup_steps"] > train["steps"]:
-        problems.append(f"config key 'train.warmup_steps': {train['warmup_steps']} exceeds train.steps={train['steps']}")
+        problem("train.warmup_steps", f"{train['warmup_steps']} exceeds train.steps={train['steps']}")
     if train["checkpoint_every"] > train["steps"]:
-        problems.append(f"config key 'train.checkpoint_every': {train['checkpoint_every']} exceeds train.steps={train['steps']}")
+        problem("train.checkpoint_every", f"{train['checkpoint_every']} exceeds train.steps={train['steps']}")
     if train["eval_samples"] is not None and train["eval_samples"] > data["test_samples"]:
-        problems.append(f"config key 'train.eval_samples': {train['eval_samples']} exceeds data.test_samples={data['test_samples']}")
-    if c["length"]["samples"] > data["test_samples"]:
-        problems.append(f"config key 'length.samples': {c['length']['samples']} exceeds data.test_samples={data['test_samples']}")
+        problem("train.eval_samples", f"{train['eval_samples']} exceeds data.test_samples={data['test_samples']}")
     if model["d_model"] % model["n_head"]:
-        problems.append(f"config key 'model.n_head': {model['n_head']} does not divide model.d_model={model['d_model']}")
+        problem("model.n_head", f"{model['n_head']} does not divide model.d_model={model['d_model']}")
     else:
         head = model["d_model"] // model["n_head"]
-        rotary = model["rotary_dim"]
+        rotary = model.get("rotary_dim")
         if rotary is not None and (rotary > head or rotary % 2):
-            problems.append(f"config key 'model.rotary_dim': {rotary} must be even and at most the head size {head}")
-    if c["geometry"]["layer"] >= model["n_layer"]:
-        problems.append(f"config key 'geometry.layer': {c['geometry']['layer']} is not a layer of a {model['n_layer']}-layer model")
-    theory = c["theory"]
-    # Thm 3.1 needs 0 < theta < omega / (2 n0) with omega = 2 pi / |ALPH| for Retrieval to be exact.
-    limit = math.pi / (theory["alphabet"] * theory["max_length"])
-    if theory["theta_retrieval"] >= limit:
-        problems.append(f"config key 'theory.theta_retrieval': {theory['theta_retrieval']} must be below pi / (alphabet * max_length) = {limit:.4g}")
-    if c["discrepancy"]["samples"] > c["length"]["samples"]:
-        problems.append(f"config key 'discrepancy.samples': {c['discrepancy']['samples']} exceeds length.samples={c['length']['samples']}")
+            problem("model.rotary_dim", f"{rotary} must be even and at most the head size {head}")
     return problems
+
+
+def canonical(config: dict) -> dict:
+    """What a report version's hash covers: the shared keys and the sections of the studies that run.
+
+    A configuration of paper A alone hashes in the layout it had before studies had sections (paper A's keys at
+    the top level, no ``studies`` key), so the report versions made before keep their names.
+    """
+    shared = {k: v for k, v in config.items() if k != "studies" and k not in studies.known()}
+    if config["studies"] == ["a"]:
+        return {**shared, **config["a"]}
+    return {**shared, "studies": config["studies"], **{s: config[s] for s in config["studies"]}}
 
 
 def digest(obj: Any) -> str:
@@ -134,3 +205,47 @@ def deep_merge(base: dict, override: dict) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+# ---------------------------------------------------------------------------------------- command lines
+
+
+def parse_value(text: str):
+    """A command-line value as YAML, except that 3e-3 is a number (YAML 1.1 wants 3.0e-3)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
+def section_settings(
+    study_id: str,
+    keys: tuple[str, ...],
+    *,
+    config_files: Iterable[str | Path] = (),
+    settings: str | None = None,
+    assignments: Iterable[str] = (),
+) -> dict:
+    """A study's section as a command sees it: schema defaults < config files (pipeline format) < ``settings``
+    (JSON of the section's keys, what the rules pass) < ``KEY=VALUE`` assignments (keys within the section).
+
+    Only the errors of ``keys`` (e.g. ``("scores",)``) count, so an unrelated setting cannot stop the command.
+    """
+    merged: dict = {}
+    for path in config_files:
+        merged = deep_merge(merged, (yaml.safe_load(Path(path).read_text()) or {}).get(study_id, {}))
+    if settings:
+        merged = deep_merge(merged, json.loads(settings))
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. train.steps=300")
+        node = merged
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = parse_value(value)
+    return validate({"studies": [study_id], study_id: merged}, sections=tuple(f"{study_id}.{k}" for k in keys))[study_id]

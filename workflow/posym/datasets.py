@@ -1,14 +1,14 @@
 """Datasets on disk: one safetensors file of arrays plus one JSON file that describes and fingerprints it.
 
-A file pair holds one or more named sets of one task: a split (``train``, one set) or the length-extended
-test sets of spec §A10.1 (``extra0``, ``extra10``, ..., one per length). ``<stem>.safetensors`` holds each
-set's :class:`posym.tasks.TaskData` arrays under ``<set>/<array>`` (tokens, labels, hops, target_pos).
+A file pair holds one or more named sets of one task: a split (``train``, one set) or, say, paper A's
+length-extended test sets (``extra0``, ``extra10``, ..., one per length). ``<stem>.safetensors`` holds each
+set's :class:`posym.tasks.TaskData` arrays under ``<set>/<array>`` (tokens, labels and the task's own arrays).
 ``<stem>.json`` records what made them (task, vocabulary, generator config, posym version), every array's
 shape and dtype, and the sha256 of the safetensors file.
 
-Loading checks all of it and, by default, re-follows every hop chain (:func:`posym.tasks.validate`), so a
-damaged, stale or foreign file is refused with its name (:class:`posym.files.IntegrityError`) instead of being
-trained or evaluated on. Nothing is ever unpickled.
+Loading checks all of it and, by default, runs the task's answer checker on every sample
+(:meth:`posym.tasks.Task.validate`), so a damaged, stale or foreign file is refused with its name
+(:class:`posym.files.IntegrityError`) instead of being trained or evaluated on. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def split_files(path: os.PathLike | str, name: str | None = None) -> tuple[Path,
 def save_split(path: os.PathLike | str, data: tasks.TaskData, generator_config: dict) -> tuple[Path, Path]:
     """Validate one split and write it as ``<path>.safetensors`` + ``<path>.json``.
 
-    ``path`` is a stem (``results/data/number/seed0/train``), either file of the pair, or an existing directory
+    ``path`` is a stem (``results/a/data/number/seed0/train``), either file of the pair, or an existing directory
     (the file name is then ``generator_config["split"]``). The set is named ``generator_config["split"]``, or
     after the file when the config has no split. ``generator_config`` is recorded as given.
     """
@@ -78,7 +78,7 @@ def save_splits(path: os.PathLike | str, sets: dict[str, tasks.TaskData], genera
         if not name or "/" in name:
             raise ValueError(f"bad set name {name!r}")
         try:
-            tasks.validate(data)
+            tasks.get(data.task).validate(data)
         except ValueError as err:
             raise ValueError(f"set {name!r}: {err}") from err
     (task,) = task_names
@@ -86,7 +86,7 @@ def save_splits(path: os.PathLike | str, sets: dict[str, tasks.TaskData], genera
     tensors = {
         f"{name}/{key}": torch.from_numpy(np.ascontiguousarray(value))
         for name, data in sets.items()
-        for key, value in data.arrays().items()
+        for key, value in data.all_arrays().items()
     }
     # No safetensors metadata: with two or more keys its header order varies from call to call (safetensors
     # 0.8 keeps it in a hash map), which would make identical datasets hash differently. The JSON has it all.
@@ -95,7 +95,7 @@ def save_splits(path: os.PathLike | str, sets: dict[str, tasks.TaskData], genera
         name: {
             "n_samples": len(data),
             "seq_len": data.seq_len,
-            "arrays": {key: {"shape": list(v.shape), "dtype": v.dtype.name} for key, v in data.arrays().items()},
+            "arrays": {key: {"shape": list(v.shape), "dtype": v.dtype.name} for key, v in data.all_arrays().items()},
         }
         for name, data in sets.items()
     }
@@ -105,7 +105,7 @@ def save_splits(path: os.PathLike | str, sets: dict[str, tasks.TaskData], genera
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "task": task,
-            "vocab": list(tasks.vocabulary(task).tokens),
+            "vocab": list(tasks.get(task).vocabulary.tokens),
             "generator": dict(generator_config),
             "sets": record_of_sets,
             "tensors_file": tensors_path.name,
@@ -135,24 +135,24 @@ def load_metadata(path: os.PathLike | str) -> dict:
     return metadata
 
 
-def load_splits(path: os.PathLike | str, check_chains: bool = True) -> dict[str, tasks.TaskData]:
+def load_splits(path: os.PathLike | str, check_answers: bool = True) -> dict[str, tasks.TaskData]:
     """Every set of a dataset, by name, refusing anything that does not match its record.
 
     Checks: both files exist; the safetensors file's sha256 equals the recorded one; the vocabulary equals the
     current code's; the arrays, shapes and dtypes are the recorded and expected ones; and, unless
-    ``check_chains`` is false, every sample's hop chain leads to its label (about 1 s for a train split).
+    ``check_answers`` is false, the task's answer checker accepts every sample (about 1 s for a paper A train split).
     """
     tensors_path, metadata_path = split_files(path)
     metadata = load_metadata(metadata_path)
-    task = metadata["task"]
-    if task not in tasks.TASKS:
-        raise IntegrityError(metadata_path, f"unknown task {task!r}")
-    if metadata["vocab"] != list(tasks.vocabulary(task).tokens):
-        raise IntegrityError(metadata_path, f"the {task} vocabulary differs from the one this code uses")
+    if metadata["task"] not in tasks.names():
+        raise IntegrityError(metadata_path, f"unknown task {metadata['task']!r}")
+    task = tasks.get(metadata["task"])
+    if metadata["vocab"] != list(task.vocabulary.tokens):
+        raise IntegrityError(metadata_path, f"the {task.name} vocabulary differs from the one this code uses")
 
     tensors = load_tensors(tensors_path, sha256=metadata["sha256"])
     recorded_sets = metadata["sets"]
-    expected_keys = {f"{name}/{key}" for name in recorded_sets for key in tasks.TaskData.ARRAYS}
+    expected_keys = {f"{name}/{key}" for name in recorded_sets for key in task.dtypes}
     if set(tensors) != expected_keys:
         raise IntegrityError(
             tensors_path, f"holds arrays {sorted(tensors)}; the record implies {sorted(expected_keys)}"
@@ -160,10 +160,10 @@ def load_splits(path: os.PathLike | str, check_chains: bool = True) -> dict[str,
     sets = {}
     for name, record in recorded_sets.items():
         arrays = {}
-        for key in tasks.TaskData.ARRAYS:
+        for key in task.dtypes:
             value = tensors[f"{name}/{key}"].numpy()
             recorded = record.get("arrays", {}).get(key, {})
-            expected_dtype = np.dtype(tasks.TaskData.DTYPES[key]).name
+            expected_dtype = np.dtype(task.dtypes[key]).name
             if list(value.shape) != recorded.get("shape") or value.dtype.name != recorded.get("dtype"):
                 raise IntegrityError(
                     tensors_path, f"{name}/{key} is {value.dtype.name}{list(value.shape)}; the record says {recorded}"
@@ -174,18 +174,18 @@ def load_splits(path: os.PathLike | str, check_chains: bool = True) -> dict[str,
                 )
             arrays[key] = value
         try:
-            data = tasks.TaskData(task=task, **arrays)
-            if check_chains:
-                tasks.validate(data)
+            data = tasks.TaskData(task.name, arrays.pop("tokens"), arrays.pop("labels"), arrays)
+            if check_answers:
+                task.validate(data)
         except ValueError as err:
             raise IntegrityError(tensors_path, f"set {name!r}: content check failed: {err}") from err
         sets[name] = data
     return sets
 
 
-def load_split(path: os.PathLike | str, check_chains: bool = True) -> tasks.TaskData:
+def load_split(path: os.PathLike | str, check_answers: bool = True) -> tasks.TaskData:
     """The one set of a split written by :func:`save_split` (checked as by :func:`load_splits`)."""
-    sets = load_splits(path, check_chains)
+    sets = load_splits(path, check_answers)
     if len(sets) != 1:
         raise ValueError(f"{split_files(path)[0]} holds {len(sets)} sets ({', '.join(sets)}); use load_splits")
     return next(iter(sets.values()))

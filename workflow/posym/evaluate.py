@@ -1,15 +1,15 @@
-"""Last-token predictions and accuracy by hop (spec §A4)."""
+"""Predictions of a model at the last position, and accuracy as its task breaks it down."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import torch
 
+from . import tasks
 from .model import PosymModel, autocast
 
-# Token positions per forward batch; long length-extension inputs get small batches. Batches of
-# ~8k tokens keep a block's activations in cache: 20 % faster on CPU than 64k at 18 and at 817 tokens.
+# Token positions per forward batch; long inputs get small batches. Batches of ~8k tokens keep a block's
+# activations in cache: 20 % faster on CPU than 64k at 18 and at 817 tokens.
 TOKENS_PER_BATCH = 1 << 13
 
 
@@ -36,16 +36,6 @@ def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | 
     return predictions if packed else predictions[0]
 
 
-def accuracy_by_hop(predictions: np.ndarray, labels: np.ndarray, hops: np.ndarray) -> list[dict]:
-    """Rows {hop, accuracy, n} for each hop length present and for ``hop='all'``."""
-    correct = np.asarray(predictions) == np.asarray(labels)
-    hops = np.asarray(hops)
-    rows = [{"hop": str(int(h)), "accuracy": float(correct[hops == h].mean()), "n": int((hops == h).sum())} for h in np.unique(hops)]
-    rows.append({"hop": "all", "accuracy": float(correct.mean()), "n": int(correct.size)})
-    return rows
-
-
-def first_crossing(metrics: pd.DataFrame, threshold: float, hop: str) -> float:
-    """First step at which the accuracy of ``hop`` reaches ``threshold`` (NaN if never)."""
-    rows = metrics[(metrics["hop"].astype(str) == hop) & (metrics["accuracy"] >= threshold)]
-    return float(rows["step"].min()) if len(rows) else float("nan")
+def accuracy(predictions: np.ndarray, data: tasks.TaskData) -> list[dict]:
+    """Accuracy rows of ``data``'s task (:meth:`posym.tasks.Task.accuracy_rows`); the last row is overall."""
+    return tasks.get(data.task).accuracy_rows(predictions, data)

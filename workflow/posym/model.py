@@ -15,10 +15,12 @@ same function (tests assert logits equal HF's to 1e-5) written for speed on smal
 * **Only what the loss needs.** Training and evaluation read the last position only; the last
   block then computes its query and MLP for that position alone.
 
-Analyses never reach into the internals: they ask for named hook points (TransformerLens
-style) such as ``blocks.3.attn.hook_pattern``. Position information enters through a
-:class:`PositionScheme`, which may rotate q/k (RoPE), add a score bias (ALiBi, T5) or add an
-embedding (absolute) — so papers B and C's schemes slot in without touching the attention.
+Analyses never reach into the internals: they ask for named hook points, with TransformerLens's
+names and meanings (:data:`HOOK_POINTS`): ``attn.hook_q`` / ``attn.hook_k`` are the queries and keys
+before the position scheme rotates them, ``attn.hook_rot_q`` / ``attn.hook_rot_k`` after. Position
+information enters through a :class:`posym.positions.PositionScheme`, which may rotate q/k (RoPE), add
+a score bias (ALiBi, T5) or add an embedding (absolute), so new schemes slot in without touching the
+attention.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from typing import Callable, Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from . import positions as position_schemes
+from .positions import PositionScheme
 
 Hook = Callable[[torch.Tensor], torch.Tensor | None]
 
@@ -53,29 +58,29 @@ def autocast(device: str | torch.device, precision: str):
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The model's settings. Their defaults live in the study's config schema (``model`` section), not here."""
+
     vocab_size: int
-    n_layer: int = 12
-    n_head: int = 1
-    d_model: int = 128
-    d_mlp: int | None = None  # None: 4 * d_model, as GPT-J's n_inner=None
-    position: str = "rope"  # a key of POSITION_SCHEMES
-    rotary_dim: int | None = None  # None: the whole head
-    rope_base: float = 10000.0
-    embd_pdrop: float = 0.1
-    attn_pdrop: float = 0.1
-    resid_pdrop: float = 0.1
-    layer_norm_epsilon: float = 1e-5
-    initializer_range: float = 0.02
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_mlp: int | None  # None: 4 * d_model, as GPT-J's n_inner=None
+    position: str  # a registered posym.positions scheme
+    rotary_dim: int | None  # None: the whole head
+    rope_base: float
+    embd_pdrop: float
+    attn_pdrop: float
+    resid_pdrop: float
+    layer_norm_epsilon: float
+    initializer_range: float
     n_positions: int = 128  # only written into the HF config; RoPE itself has no length limit
 
     def __post_init__(self):
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
-        if self.position not in POSITION_SCHEMES:
-            raise ValueError(f"position={self.position!r}: expected one of {sorted(POSITION_SCHEMES)}")
-        rotary = self.rotary_dim if self.rotary_dim is not None else self.head_dim
-        if self.position == "rope" and (rotary % 2 or not 0 < rotary <= self.head_dim):
-            raise ValueError(f"rotary_dim={self.rotary_dim} must be even and within the head size {self.head_dim}")
+        if self.position not in position_schemes.POSITION_SCHEMES:
+            raise ValueError(f"position={self.position!r}: expected one of {sorted(position_schemes.POSITION_SCHEMES)}")
+        position_schemes.POSITION_SCHEMES[self.position].check(self)
 
     @property
     def head_dim(self) -> int:
@@ -95,89 +100,6 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-# --------------------------------------------------------------------------- position schemes
-
-
-class PositionScheme(nn.Module):
-    """How position enters attention. Each hook is optional; the base class does nothing (NoPE)."""
-
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Position-dependent map applied to queries and keys, shape (..., T, head_dim)."""
-        return x
-
-    def score_bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
-        """Additive bias on the attention logits, shape broadcastable to (H, Tq, Tk)."""
-        return None
-
-    def embedding(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """Additive input embedding, shape (T, d_model)."""
-        return None
-
-
-class NoPE(PositionScheme):
-    pass
-
-
-class Rope(PositionScheme):
-    """GPT-J rotary embedding: plane k = dims (2k, 2k+1) of the first ``rotary_dim`` rotates by
-    g_k * position with g_k = base^(-2k/rotary_dim) (0-indexed k; paper A counts from 1).
-
-    The interleaved pairing makes plane k the complex number x[2k] + i x[2k+1], so the rotation
-    is one complex multiplication by exp(i g_k p) — the same arithmetic as HF's
-    ``x * cos + rotate_every_two(x) * sin``.
-    """
-
-    def __init__(self, head_dim: int, rotary_dim: int, base: float = 10000.0, frequencies: torch.Tensor | None = None):
-        super().__init__()
-        self.rotary_dim = rotary_dim
-        if frequencies is None:
-            # The same float32 expression as HF's create_sinusoidal_positions.
-            frequencies = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64) / rotary_dim))
-        frequencies = torch.as_tensor(frequencies, dtype=torch.float32)
-        if frequencies.shape != (rotary_dim // 2,):
-            raise ValueError(f"need {rotary_dim // 2} frequencies, got {tuple(frequencies.shape)}")
-        self.register_buffer("frequencies", frequencies, persistent=False)
-        self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def phases(self, positions: torch.Tensor) -> torch.Tensor:
-        """exp(i g_k p) for each position p and plane k, shape (T, rotary_dim/2), complex64."""
-        if self._cache is not None and self._cache[0].shape == positions.shape and torch.equal(self._cache[0], positions):
-            return self._cache[1]
-        angles = positions.to(torch.float32)[:, None] * self.frequencies.to(positions.device)[None, :]
-        phases = torch.complex(torch.cos(angles), torch.sin(angles))
-        self._cache = (positions.clone(), phases)
-        return phases
-
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        phases = self.phases(positions)
-        rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        # There is no bfloat16 complex type: low-precision inputs rotate in float32.
-        wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
-        planes = torch.view_as_complex(wide.reshape(*rotary.shape[:-1], -1, 2).contiguous())
-        rotated = torch.view_as_real(planes * phases).flatten(-2).to(x.dtype)
-        return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
-
-
-class Alibi(PositionScheme):
-    """ALiBi (Press et al.): logit bias -m_h (i - j), with the geometric head slopes of the paper."""
-
-    def __init__(self, n_head: int):
-        super().__init__()
-        slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / n_head) for h in range(n_head)])
-        self.register_buffer("slopes", slopes, persistent=False)
-
-    def score_bias(self, q_positions, k_positions):
-        distance = (q_positions[:, None] - k_positions[None, :]).to(torch.float32)
-        return -self.slopes[:, None, None] * distance
-
-
-POSITION_SCHEMES: dict[str, Callable[["ModelConfig"], PositionScheme]] = {
-    "rope": lambda c: Rope(c.head_dim, c.rotary_dim if c.rotary_dim is not None else c.head_dim, c.rope_base),
-    "nope": lambda c: NoPE(),
-    "alibi": lambda c: Alibi(c.n_head),
-}
 
 
 # --------------------------------------------------------------------------- attention
@@ -201,12 +123,15 @@ def attention(
     Query i sits at ``q_positions[i]`` and attends to every key at a position ≤ its own. With
     ``explicit`` the logits and the pattern are materialised (needed for the hooks that read them
     and for dropout driven by our own generators); otherwise PyTorch's fused kernel computes the
-    same values. ``hook_q`` and ``hook_k`` see the rotated queries and keys on either path.
+    same values. On either path ``hook_q`` / ``hook_k`` see the queries and keys before the position
+    scheme rotates them and ``hook_rot_q`` / ``hook_rot_k`` after (TransformerLens's names).
     """
+    if hook is not None:
+        q, k = hook("hook_q", q), hook("hook_k", k)
     q = scheme.rotate(q, q_positions)
     k = scheme.rotate(k, k_positions)
     if hook is not None:
-        q, k = hook("hook_q", q), hook("hook_k", k)
+        q, k = hook("hook_rot_q", q), hook("hook_rot_k", k)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     bias = scheme.score_bias(q_positions, k_positions)
     future = k_positions[None, :] > q_positions[:, None]
@@ -367,7 +292,7 @@ class PosymModel(nn.Module):
         super().__init__()
         self.config, self.members = config, members
         d = config.d_model
-        self.position = POSITION_SCHEMES[config.position](config)
+        self.position = position_schemes.build(config)
         self.wte = _stacked(members, config.vocab_size, d)
         self.blocks = nn.ModuleList(Block(config, members) for _ in range(config.n_layer))
         self.ln_f_weight, self.ln_f_bias = _stacked(members, d), _stacked(members, d)
@@ -587,10 +512,14 @@ def _layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
     return apply
 
 
+#: The hook points of block ``l`` are ``blocks.<l>.<name>``; shapes keep posym's member axis first:
+#: q/k (members, batch, heads, positions, d_head), scores and pattern (members, batch, heads, query, key).
 HOOK_POINTS = (
     "hook_resid_pre",
     "attn.hook_q",
     "attn.hook_k",
+    "attn.hook_rot_q",
+    "attn.hook_rot_k",
     "attn.hook_attn_scores",
     "attn.hook_pattern",
     "hook_resid_post",

@@ -8,7 +8,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from .config import digest
+from .config import canonical, digest
 
 PACKAGES = ("posym", "torch", "numpy", "pandas", "safetensors", "snakemake", "papermill", "matplotlib", "seaborn", "jsonschema", "pyyaml")
 
@@ -42,8 +42,9 @@ def code_version(repo: Path | str) -> dict:
 
 
 def report_version(config: dict, repo: Path | str) -> str:
-    """``<code>-cfg<hash>``: names the code and the configuration a report was made from."""
-    return f"{code_version(repo)['label']}-cfg{digest(config)}"
+    """``<code>-cfg<hash>``: names the code and the (validated) configuration a report was made from
+    (:func:`posym.config.canonical`: what of the configuration the hash covers)."""
+    return f"{code_version(repo)['label']}-cfg{digest(canonical(config))}"
 
 
 def package_versions() -> dict[str, str | None]:

@@ -1,7 +1,10 @@
 """The versioned report: ``reports/<version>/index.html`` with figures, tables, notebooks, manifest.
 
-The page opens with a checklist of every table and figure of paper A (rendered or not yet),
-followed by one section per item. Every string that comes from configuration or data is
+The page has a part per study, made from the study's plan (:meth:`posym.study.Study.plan`, the table of its
+items and claims applied to the configuration): the claims with their verdicts, a checklist of every table and
+figure of the paper (rendered, or not applicable to this configuration and why), the claim checks, then one
+section per item with our figures and tables and their captions. A study's files go to ``<study>/figures/``,
+``<study>/tables/`` and ``<study>/notebooks/``. Every string that comes from configuration or data is
 HTML-escaped. A version directory is written once, in one rename, and never overwritten.
 """
 
@@ -12,13 +15,12 @@ import html
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
-from . import claims, paper
+from . import claims
 from .files import read_json, sha256_file, write_json, write_text
 from .provenance import code_version, package_versions
 
@@ -27,50 +29,12 @@ class ReportExists(RuntimeError):
     pass
 
 
-@dataclass
-class _Artifact:
-    """A figure or table with its caption (and, for tables, the rendered HTML)."""
-
-    path: Path
-    caption: str
-    html: str = ""
-
-    @property
-    def name(self):
-        return self.path.name
-
-    @property
-    def stem(self):
-        return self.path.stem
-
-
-def _performance_html(path: Path) -> "_Artifact":
-    """A benchmark's JSON ``summary`` as a two-column table."""
-    data = read_json(path)
-    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in data.get("summary", {}).items())
-    machine = data.get("machine", {})
-    caption = f"{path.stem} — {', '.join(f'{k}: {v}' for k, v in machine.items())}" if machine else path.stem
-    return _Artifact(path, caption, f'<table class="table"><tbody>{rows}</tbody></table>')
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    content: str
-    figures: list[_Artifact] = field(default_factory=list)
-    tables: list[_Artifact] = field(default_factory=list)
-
-
 def _esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _caption(captions: Path | None, stem: str) -> str:
-    if captions is None:
-        return ""
-    path = Path(captions) / f"{stem}.rst"
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+def _caption(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8").strip()
 
 
 def _table_html(csv: Path) -> str:
@@ -78,27 +42,29 @@ def _table_html(csv: Path) -> str:
     return frame.to_html(index=False, escape=True, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="table")
 
 
-def group_by_item(paths: Iterable[Path]) -> tuple[dict[str, list[Path]], list[Path]]:
-    """Files per paper item key (by name prefix), and the files that belong to none."""
-    keys = [item["key"] for item in paper.ITEMS]
-    grouped: dict[str, list[Path]] = {k: [] for k in keys}
-    other = []
-    for path in sorted(Path(p) for p in paths):
-        key = next((k for k in keys if path.name.startswith(f"{k}_")), None)
-        (grouped[key] if key else other).append(path)
-    return grouped, other
+def _performance_html(path: Path) -> str:
+    """A benchmark's JSON ``summary`` as a two-column table, with the machine it ran on."""
+    data = read_json(path)
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in data.get("summary", {}).items())
+    machine = data.get("machine", {})
+    caption = f"{path.stem} — {', '.join(f'{k}: {v}' for k, v in machine.items())}" if machine else path.stem
+    return (
+        f"<p>{_esc(caption)} (<a href=\"benchmarks/{_esc(path.name)}\">json</a>)</p>"
+        f'<table class="table"><tbody>{rows}</tbody></table>'
+    )
 
 
 def manifest(
     *,
     version: str,
     config: dict,
+    plan: list[dict],
     repo: Path,
     data: Iterable[Path],
     checkpoints: Iterable[Path],
     benchmarks: Iterable[Path],
 ) -> dict:
-    """Provenance of a report: code, config, packages, data and checkpoint hashes, wall times."""
+    """Provenance of a report: code, config, packages, the studies' items, data and checkpoint hashes, wall times."""
     data_entries = {}
     for path in data:
         meta = read_json(path)
@@ -117,11 +83,22 @@ def manifest(
     for path in benchmarks:
         frame = pd.read_csv(path, sep="\t")
         wall[str(path)] = float(frame["s"].iloc[-1])
+    studies = {
+        study["id"]: {
+            "name": study["name"],
+            "items": {
+                row["id"]: {"applicable": row["applicable"], "reason": row["reason"], "files": _report_files(study["id"], row)}
+                for row in [*study["items"], *study["claims"]]
+            },
+        }
+        for study in plan
+    }
     return {
         "version": version,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "code": code_version(repo),
         "config": config,
+        "studies": studies,
         "packages": package_versions(),
         "data": data_entries,
         "checkpoints": checkpoint_entries,
@@ -130,65 +107,113 @@ def manifest(
     }
 
 
-def render(
-    title: str,
-    version: str,
-    sections: list[Section],
-    notebooks: list[Path],
-    manifest_data: dict,
-    status: dict[str, bool],
-    claim_summary: pd.DataFrame,
-) -> str:
+def _report_files(study: str, row: dict) -> list[str]:
+    """Where a row's files land in the report (nothing for a row that does not apply)."""
+    if not row["applicable"]:
+        return []
+    return [f"{study}/{output['kind']}s/{Path(path).name}" for output in row["outputs"] for path in output["files"].values()]
+
+
+# ------------------------------------------------------------------------------------------------- page
+
+
+def _figure_html(study: str, output: dict) -> str:
+    name = _esc(output["name"])
+    return (
+        f'<figure><img src="{study}/figures/{name}.png" alt="{name}" style="max-width:100%">'
+        f'<figcaption>{_esc(_caption(output["caption"]))} (<a href="{study}/figures/{name}.svg">svg</a>)</figcaption></figure>'
+    )
+
+
+def _table_section(study: str, output: dict) -> str:
+    name = _esc(output["name"])
+    links = f'<a href="{study}/tables/{name}.csv">csv</a>, <a href="{study}/tables/{name}.md">markdown</a>'
+    return f"<p>{_esc(_caption(output['caption']))} ({links})</p>" + _table_html(Path(output["files"]["csv"]))
+
+
+def _outputs_html(study: str, outputs: list[dict]) -> list[str]:
+    return [_figure_html(study, o) if o["kind"] == "figure" else _table_section(study, o) for o in outputs]
+
+
+def _status(study: str, row: dict) -> str:
+    if row["applicable"]:
+        return f'<a href="#{_esc(study)}-{_esc(row["key"])}">rendered</a>'
+    return f'<span class="na">{_esc(row["reason"])}</span>'
+
+
+def _checklist(study: str, rows: list[dict], heading: str) -> list[str]:
+    if not rows:
+        return []
+    body = [
+        f"<tr><td>{_esc(r['id'])}</td><td>{_esc(r['title'])}</td><td>{_esc(r['claim'] or '')}</td><td>{_status(study, r)}</td></tr>"
+        for r in rows
+    ]
+    return [
+        f"<h3>{_esc(heading)}</h3>",
+        '<table class="table"><thead><tr><th>item</th><th>content</th><th>claim</th><th>status</th></tr></thead><tbody>',
+        *body,
+        "</tbody></table>",
+    ]
+
+
+def study_html(study: dict) -> list[str]:
+    """The part of the page of one study's plan: claims, checklist, claim checks, one section per item."""
+    sid = _esc(study["id"])
+    name = study["name"]
+    applicable_claims = [c for c in study["claims"] if c["applicable"]]
+    tables = [pd.read_csv(c["outputs"][0]["files"]["csv"], dtype=str, keep_default_na=False) for c in applicable_claims]
+    summary = claims.summary(tables, study["claims"])
     claim_rows = []
-    for c in claim_summary.itertuples(index=False):
-        anchor = f'<a href="#claims">{_esc(c.verdict)}</a>' if c.verdict != "not tested" else "not tested"
+    for c in summary.itertuples(index=False):
+        verdict = f'<a href="#{sid}-claims">{_esc(c.verdict)}</a>' if c.verdict not in ("not tested", claims.NOT_APPLICABLE) else _esc(c.verdict)
         claim_rows.append(
             f"<tr><td>{_esc(c.claim)}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td>"
-            f"<td>{_esc(c.ours)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{anchor}</td></tr>"
+            f"<td>{_esc(c.ours)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td></tr>"
         )
-    rows = []
-    for item in paper.ITEMS:
-        rendered = status.get(item["key"], False)
-        link = f'<a href="#{_esc(item["key"])}">rendered</a>' if rendered else "not yet"
-        rows.append(f"<tr><td>{_esc(item['id'])}</td><td>{_esc(item['content'])}</td><td>{link}</td></tr>")
+    body = [
+        f'<h2 id="{sid}">{_esc(name[0].upper() + name[1:])}: {_esc(study["title"])}</h2>',
+        f"<p>{_esc(study['source'])}</p>",
+        f'<h3 id="{sid}-summary">Claims</h3>',
+        '<table class="table"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>',
+        *claim_rows,
+        "</tbody></table>",
+        *_checklist(study["id"], [i for i in study["items"] if i["paper"]], "Tables and figures of the paper"),
+        *_checklist(study["id"], [i for i in study["items"] if not i["paper"]], "posym's additions"),
+    ]
+    if applicable_claims:
+        body.append(f'<h3 id="{sid}-claims">Claim checks</h3>')
+        body.append("<p>Each check per task and seed; with several seeds a row per check says how many pass.</p>")
+        for claim in applicable_claims:
+            body += _outputs_html(study["id"], claim["outputs"])
+    for item in study["items"]:
+        if item["applicable"]:
+            body.append(f'<h3 id="{sid}-{_esc(item["key"])}">{_esc(item["id"])}: {_esc(item["title"])}</h3>')
+            body += _outputs_html(study["id"], item["outputs"])
+    return body
+
+
+def render(title: str, version: str, plan: list[dict], manifest_data: dict, performance: list[Path]) -> str:
     body = [
         f"<h1>{_esc(title)}</h1>",
         f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
         f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a></p>",
-        "<h2 id=\"summary\">Paper A's claims (spec §A12)</h2>",
-        "<table class=\"table\"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>",
-        *claim_rows,
-        "</tbody></table>",
-        "<h2 id=\"checklist\">Paper A: tables and figures</h2>",
-        "<table class=\"table\"><thead><tr><th>item</th><th>content</th><th>status</th></tr></thead><tbody>",
-        *rows,
-        "</tbody></table>",
     ]
-    for section in sections:
-        body.append(f"<h2 id=\"{_esc(section.key)}\">{_esc(section.title)}</h2>")
-        if section.content:
-            body.append(f"<p>{_esc(section.content)}</p>")
-        for figure in section.figures:
-            body.append(
-                f"<figure><img src=\"figures/{_esc(figure.name)}\" alt=\"{_esc(figure.stem)}\" style=\"max-width:100%\">"
-                f"<figcaption>{_esc(figure.caption)} (<a href=\"figures/{_esc(figure.stem)}.svg\">svg</a>)</figcaption></figure>"
-            )
-        for table in section.tables:
-            if table.path.suffix == ".json":
-                links = f'<a href="benchmarks/{_esc(table.name)}">json</a>'
-            else:
-                links = f'<a href="tables/{_esc(table.name)}">csv</a>, <a href="tables/{_esc(table.stem)}.md">markdown</a>'
-            body.append(f"<p>{_esc(table.caption)} ({links})</p>")
-            body.append(table.html)
+    for study in plan:
+        body += study_html(study)
+    if performance:
+        body.append('<h2 id="performance">Performance benchmarks</h2>')
+        body.append("<p>Measured by the scripts in benchmarks/ (each against a reference in the same run); see the JSON files for every number.</p>")
+        body += [_performance_html(p) for p in performance]
+    notebooks = [(s["id"], Path(n).name) for s in plan for n in s["notebooks"]]
     if notebooks:
-        body.append("<h2 id=\"notebooks\">Executed notebooks</h2><ul>")
-        body += [f"<li><a href=\"notebooks/{_esc(n.name)}\">{_esc(n.name)}</a></li>" for n in notebooks]
+        body.append('<h2 id="notebooks">Executed notebooks</h2><ul>')
+        body += [f'<li><a href="{_esc(sid)}/notebooks/{_esc(n)}">{_esc(sid)}/{_esc(n)}</a></li>' for sid, n in notebooks]
         body.append("</ul>")
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
         "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
         ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
-        ".verdict-pass{color:#1e7b34}.verdict-fail{color:#b03a2e}.verdict-partly{color:#b9770e}"
+        ".verdict-pass{color:#1e7b34}.verdict-fail{color:#b03a2e}.verdict-partly{color:#b9770e}.na{color:#777}"
         "figcaption{font-size:0.9em;color:#444}"
     )
     return (
@@ -201,87 +226,34 @@ def build(
     out: Path,
     *,
     version: str,
-    title: str,
     config: dict,
+    plan: list[dict],
     repo: Path,
-    figures: Iterable[Path],
-    tables: Iterable[Path],
-    notebooks: Iterable[Path],
     data: Iterable[Path] = (),
     checkpoints: Iterable[Path] = (),
     benchmarks: Iterable[Path] = (),
     performance: Iterable[Path] = (),
-    captions: Path | None = None,
 ) -> Path:
     """Write the report directory ``out`` (must not exist or be empty) in one rename."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ReportExists(f"{out} already exists; a report version is never overwritten")
-    figures, tables, notebooks = [Path(p) for p in figures], [Path(p) for p in tables], [Path(p) for p in notebooks]
-    info = manifest(version=version, config=config, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks)
-
-    pngs = [f for f in figures if f.suffix == ".png"]
-    csvs = [t for t in tables if t.suffix == ".csv" and not t.name.startswith("claims_")]
-    claim_tables = sorted(t for t in tables if t.suffix == ".csv" and t.name.startswith("claims_"))
-    claim_summary = claims.summary([pd.read_csv(t, dtype=str, keep_default_na=False) for t in claim_tables])
-    fig_groups, fig_other = group_by_item(pngs)
-    tab_groups, tab_other = group_by_item(csvs)
-    sections, status = [], {}
-    for item in paper.ITEMS:
-        key = item["key"]
-        figs, tabs = fig_groups[key], tab_groups[key]
-        status[key] = bool(figs or tabs)
-        if status[key]:
-            sections.append(
-                Section(
-                    key,
-                    f"{item['id']}: {item['content']}",
-                    "",
-                    [_Artifact(f, _caption(captions, f.stem)) for f in figs],
-                    [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in tabs],
-                )
-            )
-    if claim_tables:
-        sections.insert(
-            0,
-            Section(
-                "claims",
-                "Claim checks",
-                "Each check of spec §A12 per task and seed; with several seeds a row per check says how many pass.",
-                [],
-                [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in claim_tables],
-            ),
-        )
-    performance_tables = [_performance_html(Path(p)) for p in performance]
-    if performance_tables:
-        sections.append(
-            Section(
-                "performance",
-                "Performance benchmarks",
-                "Measured by the scripts in benchmarks/ (each against a reference in the same run); see the JSON files for every number.",
-                [],
-                performance_tables,
-            )
-        )
-    if fig_other or tab_other:
-        sections.append(
-            Section(
-                "other",
-                "Further results",
-                "",
-                [_Artifact(f, _caption(captions, f.stem)) for f in fig_other],
-                [_Artifact(t, _caption(captions, t.stem), _table_html(t)) for t in tab_other],
-            )
-        )
-
+    performance = [Path(p) for p in performance]
+    info = manifest(version=version, config=config, plan=plan, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        for folder, paths in (("figures", figures), ("tables", tables), ("notebooks", notebooks), ("benchmarks", [Path(p) for p in performance])):
-            (tmp / folder).mkdir()
-            for path in paths:
-                shutil.copy2(path, tmp / folder / path.name)
-        write_text(tmp / "index.html", render(title, version, sections, notebooks, info, status, claim_summary))
+        for study in plan:
+            for row in [*study["items"], *study["claims"]]:
+                if row["applicable"]:
+                    for output in row["outputs"]:
+                        for path in output["files"].values():
+                            _copy(path, tmp / study["id"] / f"{output['kind']}s")
+            for notebook in study["notebooks"]:
+                _copy(notebook, tmp / study["id"] / "notebooks")
+        for path in performance:
+            _copy(path, tmp / "benchmarks")
+        write_text(tmp / "index.html", render(config["report"]["title"], version, plan, info, performance))
         info["files"] = {
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
         }
@@ -289,10 +261,16 @@ def build(
         for path in tmp.rglob("*"):
             if path.is_file():
                 path.chmod(0o444)  # a report version is read-only once written
-        os.chmod(tmp, 0o755)
+        for path in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+            os.chmod(path, 0o755)
         if out.exists():
             out.rmdir()  # empty: made by hand or left by an interrupted run
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out / "index.html"
+
+
+def _copy(path: str | Path, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, folder / Path(path).name)

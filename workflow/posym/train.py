@@ -1,4 +1,4 @@
-"""Resumable, deterministic training of paper A's models (spec §A3).
+"""Resumable, deterministic training of every task x seed (paper A's recipe: spec §A3).
 
 The objective is cross-entropy on the label predicted at the last input position, with HF
 ``Trainer``'s defaults that the authors inherited: AdamW (``adamw_torch``) with weight decay on
@@ -31,7 +31,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,9 +39,10 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoints as ckpt
-from .evaluate import accuracy_by_hop, predict
-from .files import IntegrityError, load_tensors, read_json, write_csv, write_json
+from .evaluate import accuracy, predict
+from .files import load_tensors, write_csv, write_json
 from .model import MemberDropout, ModelConfig, PosymModel, autocast, autocast_dtype
+from .tasks import TaskData
 
 log = logging.getLogger("posym.train")
 
@@ -50,18 +51,20 @@ STATE_FORMAT = 1
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 6750
-    batch_size: int = 64
-    learning_rate: float = 1e-4
-    betas: tuple[float, float] = (0.95, 0.999)
-    weight_decay: float = 1e-4
-    warmup_steps: int = 750
-    max_grad_norm: float | None = 1.0  # HF Trainer's default, which the authors' runs used
-    checkpoint_every: int = 50
-    eval_samples: int | None = 2400  # first N test samples scored at each checkpoint; None = all
-    device: str = "cpu"  # "cpu", "cuda" or "auto"
-    precision: str = "fp32"  # a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
-    log_every: int = 50
+    """The optimisation settings. Their defaults live in the study's config schema (``train`` section)."""
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    betas: tuple[float, float]
+    weight_decay: float
+    warmup_steps: int
+    max_grad_norm: float | None  # None: no clipping
+    checkpoint_every: int
+    eval_samples: int | None  # first N test samples scored at each checkpoint; None = all
+    device: str  # "cpu", "cuda" or "auto"
+    precision: str  # a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
+    log_every: int
 
     def __post_init__(self):
         autocast_dtype(self.precision)
@@ -85,8 +88,8 @@ class Run:
     """One member: its seed, its data and the directory it owns."""
 
     seed: int
-    train: Any  # posym.tasks.TaskData
-    test: Any
+    train: TaskData
+    test: TaskData
     out: Path
     meta: dict = field(default_factory=dict)  # recorded in the outputs (e.g. task, data hashes)
 
@@ -179,8 +182,7 @@ class Trainer:
         self.generators = [torch.Generator(device=self.device).manual_seed(r.seed) for r in self.runs]
         self.dropout = MemberDropout(self.generators)
         self.batches = [_Batches(r, config.batch_size) for r in self.runs]
-        n_eval = config.eval_samples
-        self.eval_sets = [(r.test.tokens[:n_eval], r.test.labels[:n_eval], r.test.hops[:n_eval]) for r in self.runs]
+        self.eval_sets = [r.test.select(slice(0, config.eval_samples)) for r in self.runs]
 
     # ------------------------------------------------------------------ resume
     def _checkpoint_root(self, m: int) -> Path:
@@ -249,12 +251,12 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def _evaluate(self) -> list[list[dict]]:
         self.model.eval()
-        tokens = np.stack([e[0] for e in self.eval_sets]) if self.members > 1 else self.eval_sets[0][0]
+        tokens = np.stack([e.tokens for e in self.eval_sets]) if self.members > 1 else self.eval_sets[0].tokens
         predictions = predict(self.model, tokens, self.device, self.config.precision)
         if self.members == 1:
             predictions = predictions[None]
         self.model.train()
-        return [accuracy_by_hop(predictions[m], e[1], e[2]) for m, e in enumerate(self.eval_sets)]
+        return [accuracy(predictions[m], e) for m, e in enumerate(self.eval_sets)]
 
     def _checkpoint(self, step: int, logs: list[list[dict]], wall: float) -> None:
         evaluations = self._evaluate()
@@ -266,7 +268,7 @@ class Trainer:
             for s, d in ckpt.list_checkpoints(self._checkpoint_root(m)):
                 if s < step and ckpt.has_trainer_state(d):
                     ckpt.drop_trainer_state(d)
-        overall = ", ".join(f"{next(r['accuracy'] for r in e if r['hop'] == 'all'):.3f}" for e in evaluations)
+        overall = ", ".join(f"{e[-1]['accuracy']:.3f}" for e in evaluations)
         log.info("step %d checkpoint written; test accuracy %s", step, overall)
 
     # ------------------------------------------------------------------ loop
@@ -334,7 +336,7 @@ class Trainer:
                 wall += progress["wall_seconds"]
                 checksums = ckpt.verify(directory)
                 index.append({"step": step, "path": str(directory.relative_to(out)), "sha256": checksums["model.safetensors"]})
-            write_csv(out / "metrics.csv", pd.DataFrame(metrics, columns=["step", "hop", "accuracy", "n"]))
+            write_csv(out / "metrics.csv", pd.DataFrame(metrics))
             write_csv(out / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
             write_json(
                 out / "checkpoints.json",
@@ -362,24 +364,3 @@ def train(runs: Sequence[Run], model_config: ModelConfig, config: TrainConfig, v
     trainer = Trainer(runs, model_config, config, vocab)
     trainer.train()
     return trainer
-
-
-def load_index(path: Path) -> dict:
-    """Read a training job's checkpoints.json and check every listed checkpoint is intact."""
-    path = Path(path)
-    index = read_json(path)
-    for entry in index["checkpoints"]:
-        directory = path.parent / entry["path"]
-        checksums = ckpt.verify(directory)
-        if checksums["model.safetensors"] != entry["sha256"]:
-            raise IntegrityError(directory / "model.safetensors", "differs from the checkpoint index")
-    return index
-
-
-def load_final_model(index_path: Path) -> tuple[PosymModel, list[str], dict]:
-    """The newest checkpoint of a training job (from its checkpoints.json, every checkpoint checked)
-    with its vocabulary and its index entry."""
-    index = load_index(index_path)
-    final = index["checkpoints"][-1]
-    model, vocab = ckpt.load_model(Path(index_path).parent / final["path"])
-    return model, vocab, final

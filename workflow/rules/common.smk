@@ -1,9 +1,11 @@
-# Configuration checks, target lists and the small helpers rules use for their params.
+# Configuration checks, the studies that run, and the small helpers rules use for their params and resources.
 import glob
 import json
 import os
+import shlex
 
 from posym import config as posym_config
+from posym import study as posym_study
 from posym.provenance import report_version
 
 try:
@@ -15,6 +17,9 @@ except posym_config.ConfigError as err:
 REPO = workflow.basedir
 VERSION = report_version(config, REPO)
 REPORT_DIR = f"reports/{VERSION}"
+STUDIES = [posym_study.load(study_id) for study_id in config["studies"]]
+TRAINING_ENV = os.path.join(REPO, "envs", "training.yaml")
+ANALYSIS_ENV = os.path.join(REPO, "envs", "analysis.yaml")
 # Benchmark results committed with the code (benchmarks/results/*.json); the report shows them.
 PERFORMANCE = sorted(
     os.path.relpath(p)
@@ -25,31 +30,87 @@ PERFORMANCE = sorted(
 os.environ.update(POSYM_REPO=REPO)
 
 
+def section(study, *keys):
+    """A study's settings under ``keys``, as the JSON a ``posym`` command takes with --settings."""
+    return json.dumps({key: config[study][key] for key in keys}, sort_keys=True)
+
+
+def study_settings(*keys):
+    """A params function: the settings ``keys`` of the job's study (wildcard ``study``) as --settings JSON."""
+
+    def settings(wildcards):
+        return section(wildcards.study, *keys)
+
+    return settings
+
+
 def output_dir(wildcards, output):
     """The folder of a job's first output, for commands that write several files there."""
     return os.path.dirname(output[0])
 
 
-def notebook(name):
-    """A notebook's source as an input, so that editing it reruns it.
+def posym(command, *, settings=(), wildcards=()):
+    """The params of a job that runs ``posym <command>`` (``JOB``), as a dict for ``params: **posym(...)``.
 
-    Relative to the working directory, so that moving a repository together with its results
-    does not make every notebook look changed.
+    ``job``: the command, ``--<name>`` for each named input and ``--out-<name>`` for each named output (``--out``
+    for a single unnamed one) and ``--<name>`` for the named ``wildcards``. ``settings``: the keys of the study's
+    section the command reads, as its --settings (``("a", "scores")``: the ``a.scores`` section). The settings are
+    a param of their own, the one Snakemake compares between runs (a param computed from the job's files is not),
+    so an edit of a setting reruns exactly the jobs that read it. Every such rule's shell is then the same.
     """
-    return os.path.relpath(os.path.join(REPO, "workflow", "notebooks", name))
+
+    def job(wildcards_, input, output):
+        words = command.split()
+        for name, value in input.items():
+            words += [
+                f"--{name.replace('_', '-')}",
+                *([value] if isinstance(value, str) else value),
+            ]
+        named = list(output.items())
+        for name, value in named:
+            words += [f"--out-{name.replace('_', '-')}", value]
+        if not named:
+            words += ["--out", *output]
+        for name in wildcards:
+            words += [f"--{name}", getattr(wildcards_, name)]
+        return shlex.join(map(str, words))
+
+    study, *keys = settings or (None,)
+    return {
+        "job": job,
+        "settings": (
+            shlex.join(["--settings", section(study, *keys)]) if settings else ""
+        ),
+    }
 
 
-def runs(pattern):
-    """One path per task x seed."""
-    return expand(pattern, task=config["tasks"], seed=config["seeds"])
+JOB = "posym {params.job} {params.settings} --threads {threads} > {log} 2>&1"
 
 
-def data_seed(wildcards):
-    return config["data"]["seed_offset"] + int(wildcards.seed)
+def runs(study, pattern):
+    """One path per task x seed of a study."""
+    return expand(
+        pattern, study=study, task=config[study]["tasks"], seed=config[study]["seeds"]
+    )
+
+
+def data_seed(study=None):
+    """A params function: a run's dataset seed, data.seed_offset + run seed, of ``study`` or the job's study."""
+
+    def seed(wildcards):
+        return config[study or wildcards.study]["data"]["seed_offset"] + int(
+            wildcards.seed
+        )
+
+    return seed
 
 
 def split_size(wildcards):
-    return config["data"][f"{wildcards.split}_samples"]
+    return config[wildcards.study]["data"][f"{wildcards.split}_samples"]
+
+
+def final_targets():
+    return [f"results/reports/{VERSION}.json"]
 
 
 # What a job needs, for cluster executors; where it runs (partition, GPU model, account) is set in the
@@ -68,14 +129,14 @@ def by_attempt(first):
     return scaled
 
 
+def job_resources(mem_mb, minutes):
+    """Memory and run time of a job, both doubling with each try."""
+    return {"mem_mb": by_attempt(mem_mb), "runtime": by_attempt(minutes)}
+
+
 def training_gpus(wildcards):
     """A training job asks for one GPU unless the config trains on the CPU (train.device: cpu)."""
-    return 0 if config["train"]["device"] == "cpu" else 1
-
-
-def llm_gpus(wildcards):
-    """The LLM probe asks for one GPU for a local model not set to run on the CPU; none for an endpoint."""
-    return 1 if config["llm"]["model"] and config["llm"]["device"] != "cpu" else 0
+    return 0 if config[wildcards.study]["train"]["device"] == "cpu" else 1
 
 
 def cpus_per_gpu(wildcards, threads):
@@ -83,51 +144,46 @@ def cpus_per_gpu(wildcards, threads):
     return threads
 
 
-def train_settings():
-    """The model and optimisation settings a training job uses, as one JSON argument."""
-    return json.dumps(
-        {"model": config["model"], "train": config["train"]}, sort_keys=True
-    )
+def wall_time_files(studies):
+    """An input function: the benchmark files of the jobs that make the studies' notebook inputs.
 
-
-def final_targets():
-    return [f"results/reports/{VERSION}.json"]
-
-
-def notebook_parameters(**extra):
-    """A params function handing a notebook its named inputs and outputs plus ``extra`` (as JSON).
-
-    Config values a notebook uses travel in ``extra``, so changing them reruns the notebook.
+    For each input, the benchmark file of the job that makes it (the producing rule's benchmark pattern, with the
+    wildcards of the input). Evaluated when the DAG is built, after every rules file is read, so no file needs to register its
+    benchmarks and the order of the includes does not matter.
     """
 
-    def parameters(wildcards, input, output):
-        values = {"tasks": config["tasks"], "seeds": config["seeds"], **extra}
-        for files in (input, output):
-            for name, value in files.items():
-                if name != "notebook":
-                    values[name] = value if isinstance(value, str) else list(value)
-        return json.dumps(values, sort_keys=True)
+    def files(wildcards):
+        found = []
+        for study in studies:
+            for path in study.analysis_files(config):
+                for producer in workflow.rules:
+                    if producer.benchmark is not None and producer.is_producer(path):
+                        found.append(
+                            producer.expand_benchmark(producer.get_wildcards(path))
+                        )
+        return sorted(set(map(str, found)))
 
-    return parameters
-
-
-# Files the report collects, by kind; each topical rules file registers its notebooks' outputs.
-REPORT_FILES = {"notebooks": [], "figures": [], "tables": [], "benchmarks": []}
-_REPORT_KIND = {
-    ".ipynb": "notebooks",
-    ".png": "figures",
-    ".svg": "figures",
-    ".csv": "tables",
-    ".md": "tables",
-}
+    return files
 
 
-def register_report_outputs(output):
-    """Add a notebook rule's outputs to the report, sorted by file type."""
-    for path in output:
-        REPORT_FILES[_REPORT_KIND[os.path.splitext(path)[1]]].append(path)
-
-
-def register_benchmarks(pattern):
-    """Record the wall times of a per-run benchmark file pattern in the manifest."""
-    REPORT_FILES["benchmarks"].extend(runs(pattern))
+def report_inputs(wildcards):
+    """Every file the report copies or records: the notebooks' outputs, executed notebooks, captions (an edited
+    caption makes a new report), dataset records, checkpoint indexes and wall times."""
+    outputs, captions, data, checkpoints = [], [], [], []
+    for study in STUDIES:
+        for notebook in study.runnable(config):
+            outputs.append(study.executed(notebook.name))
+            outputs += [
+                f for o in study.outputs(notebook.name) for f in o.files().values()
+            ]
+        captions += sorted({os.path.relpath(o.caption) for o in study.outputs()})
+        data += study.provenance_files("datasets", config)
+        checkpoints += study.provenance_files("checkpoints", config)
+    return {
+        "outputs": outputs,
+        "captions": captions,
+        "data": data,
+        "checkpoints": checkpoints,
+        "benchmarks": wall_time_files(STUDIES)(wildcards),
+        "performance": PERFORMANCE,
+    }

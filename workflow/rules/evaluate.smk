@@ -1,48 +1,22 @@
-# Accuracy of the final checkpoints: on the whole test split (spec §A4) and on the
-# length-extended sets (spec §A10.1).
+# Accuracy of each run's final checkpoint on the whole test split (paper A: spec §A4).
 
 
 rule evaluate_test:
     input:
-        index="results/train/{task}/seed{seed}/checkpoints.json",
-        data="results/data/{task}/seed{seed}/test.safetensors",
+        index="results/{study}/train/{task}/seed{seed}/checkpoints.json",
+        data="results/{study}/data/{task}/seed{seed}/test.safetensors",
     output:
-        "results/eval/{task}/seed{seed}/test.csv",
+        "results/{study}/eval/{task}/seed{seed}/test.csv",
     log:
-        "logs/eval/{task}/seed{seed}/test.log",
+        "logs/{study}/eval/{task}/seed{seed}/test.log",
     benchmark:
-        "results/benchmarks/evaluate_test/{task}-seed{seed}.tsv"
+        "results/{study}/benchmarks/evaluate_test/{task}-seed{seed}.tsv"
     conda:
-        "../../envs/training.yaml"
+        TRAINING_ENV
     threads: config["threads"]
     resources:
-        mem_mb=by_attempt(2000),
-        runtime=by_attempt(30),
+        **job_resources(mem_mb=2000, minutes=30),
+    params:
+        **posym("evaluate"),
     shell:
-        "posym evaluate --index {input.index} --data {input.data} --out {output}"
-        " --threads {threads} > {log} 2>&1"
-
-
-rule evaluate_length:
-    input:
-        index="results/train/{task}/seed{seed}/checkpoints.json",
-        data="results/data/{task}/seed{seed}/length.safetensors",
-    output:
-        "results/eval/{task}/seed{seed}/length.csv",
-    log:
-        "logs/eval/{task}/seed{seed}/length.log",
-    benchmark:
-        "results/benchmarks/evaluate_length/{task}-seed{seed}.tsv"
-    conda:
-        "../../envs/training.yaml"
-    threads: config["threads"]
-    resources:
-        mem_mb=by_attempt(4000),
-        runtime=by_attempt(60),
-    shell:
-        "posym evaluate --index {input.index} --data {input.data} --out {output}"
-        " --threads {threads} > {log} 2>&1"
-
-
-register_benchmarks(rules.evaluate_test.benchmark)
-register_benchmarks(rules.evaluate_length.benchmark)
+        JOB

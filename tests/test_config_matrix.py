@@ -1,0 +1,106 @@
+"""The matrix of test configurations, each of tests/configs/ over the tiny one (conftest.CONFIG_MATRIX).
+
+Every one builds a DAG that Snakemake can run (a dry run here); the tiny one runs in full (tests/test_pipeline.py);
+the two models without RoPE run end to end and their report marks the RoPE-only items not applicable, with the
+reason; the LLM probe runs on a tiny language model the test builds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import CONFIG_MATRIX, build_tiny_llm, copy_repo, planned_jobs, report_dir, snakemake
+from posym import study
+
+#: The notebooks that read RoPE planes of the trained models (study.yaml: requires model.position rope).
+ROPE_ONLY = {"a_frequency", "a_geometry", "a_notebook_frequency", "a_notebook_geometry"}
+#: What changes against the tiny config's jobs (the tiny config plans one of each job per task x seed).
+EXPECTED = {
+    "tiny": {},
+    "bf16": {},
+    "single_task": {"split": 2, "train": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
+    "alibi": dict.fromkeys(ROPE_ONLY),
+    "nope": dict.fromkeys(ROPE_ONLY),
+    "llm": {"a_llm_probe": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """One repository copy for every dry run, with the tiny language model the llm config names."""
+    path = copy_repo(tmp_path_factory.mktemp("matrix"))
+    build_tiny_llm(path / "results" / "tiny-llm")
+    return path
+
+
+def test_the_matrix_covers_the_configurations_the_issue_names():
+    assert set(CONFIG_MATRIX) == set(EXPECTED)
+
+
+@pytest.fixture(scope="module")
+def tiny_jobs(workdir):
+    return planned_jobs(snakemake(workdir, "-n", configfiles=CONFIG_MATRIX["tiny"]))
+
+
+def test_the_tiny_config_plans_every_job_of_paper_a(tiny_jobs):
+    assert tiny_jobs["train"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 35
+    assert {f"a_notebook_{name}" for name in study.load("a").notebooks} <= set(tiny_jobs)
+
+
+@pytest.mark.parametrize("name", sorted(set(CONFIG_MATRIX) - {"tiny"}))
+def test_every_test_config_dry_runs(workdir, tiny_jobs, name):
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=CONFIG_MATRIX[name]))
+    expected = {**tiny_jobs, **EXPECTED[name]}
+    expected = {rule: count for rule, count in expected.items() if count is not None}
+    if name == "single_task":  # one run instead of two: half of every per-run job
+        expected.update({r: 1 for r in ("a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_discrepancy")})
+    assert jobs == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["alibi", "nope"])
+def test_a_model_without_rope_runs_and_its_report_says_why_items_are_missing(tmp_path, name):
+    workdir = copy_repo(tmp_path / "repo")
+    snakemake(workdir, configfiles=CONFIG_MATRIX[name])
+    report = report_dir(workdir)
+    html = (report / "index.html").read_text()
+    manifest = json.loads((report / "manifest.json").read_text())["studies"]["a"]["items"]
+    paper_a = study.load("a")
+    rope_only = {row.id for row in [*paper_a.items, *paper_a.claims] if row.notebook in ("frequency", "geometry")}
+    assert rope_only == {"Fig 4B", "Fig 4C", "Fig 8", "Table 1", "A-4"}
+    for item_id, entry in manifest.items():
+        if item_id in rope_only:
+            assert not entry["applicable"] and entry["files"] == []
+            assert entry["reason"].startswith(f"not applicable to this model: a.model.position is '{name}'")
+        else:
+            assert entry["applicable"] and entry["files"], item_id
+    assert html.count(f"not applicable to this model: a.model.position is &#x27;{name}&#x27;") == len(rope_only)
+    assert html.count(">rendered</a>") == len(paper_a.items) - (len(rope_only) - 1)  # A-4 is a claim, not an item
+    assert not (report / "a" / "figures" / "fig8_frequency.png").exists()
+    # The other analyses ran on the model as it is: scores, flow, discrepancy, length.
+    scores = pd.read_csv(report / "a" / "tables" / "fig6_scores_initial_final.csv")
+    assert scores[["positional", "symbolic"]].notna().all().all()
+
+
+@pytest.mark.slow
+def test_the_llm_probe_runs_on_a_tiny_language_model(tmp_path):
+    workdir = copy_repo(tmp_path / "repo")
+    build_tiny_llm(workdir / "results" / "tiny-llm")
+    snakemake(workdir, "results/a/notebooks/llm.ipynb", configfiles=CONFIG_MATRIX["llm"])
+    items = pd.read_csv(workdir / "results/a/llm/items.csv")
+    assert len(items) == 2 * 3 * 2 * 2  # tasks x windows x runs x items
+    table = pd.read_csv(workdir / "results/a/tables/table3_llm.csv")
+    assert any(column.startswith("tiny-llm") and column.endswith("(ours)") for column in table.columns)
+    claims = pd.read_csv(workdir / "results/a/tables/claims_A7.csv", dtype=str, keep_default_na=False)
+    assert not claims["measured"].str.contains("no model configured").any()
+
+
+@pytest.mark.parametrize("variants", [(), ("configs/quick.yaml",), ("configs/quick.yaml", "configs/bf16.yaml")], ids=lambda v: "+".join(v) or "config.yaml")
+def test_the_shipped_configs_plan_the_jobs_of_the_tiny_one(workdir, tiny_jobs, variants):
+    """Paper A's default and quick configurations build the same DAG as the tiny one (one job of each kind per
+    task x seed, every notebook, one report), only larger jobs."""
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=[workdir / "config.yaml", *(workdir / v for v in variants)]))
+    assert jobs == tiny_jobs

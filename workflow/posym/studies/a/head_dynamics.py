@@ -1,0 +1,378 @@
+"""Figures and tables of the scores notebook: Fig 2B, 2C, 6, 7 and the verdicts on claims A-2, A-3.
+
+Inputs are the per-run tables of ``posym a scores`` (``scores.csv``, ``purity.csv``) and of training
+(``metrics.csv``), concatenated with :func:`posym.figures.read_runs`, which adds ``task`` and
+``seed``. Curves show the mean over seeds with a ±1 sd band; tables put ours beside the paper's
+values of spec §A5. The claims are those of spec §A12, as rows in :mod:`posym.claims`'s format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from posym import claims  # noqa: E402
+
+from . import paper  # noqa: E402
+from .training_curves import first_crossing  # noqa: E402
+
+#: Fig 2B's layers (the paper's 0-indexed L1, L5, L11).
+FIG2B_LAYERS = (1, 5, 11)
+#: Claim A-3 and Fig 2C are stated for γ = 0.1 (spec §A6, §A12).
+CLAIM_GAMMA = 0.1
+
+MEASURES = {"positional": "positional score", "symbolic": "symbolic score", "entropy_norm": "normalised entropy"}
+MEASURE_PALETTE = {"positional score": "#c0392b", "symbolic score": "#27ae60", "normalised entropy": "#8e44ad"}
+KIND_PALETTE = {"positional": "#c0392b", "symbolic": "#27ae60"}
+
+
+def read_purity(paths: Iterable[str | Path], tasks: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """Concatenate per-run purity tables (task-major) like :func:`posym.figures.read_runs`, reading
+    ``heads`` as text: '1' names layer 1, and an empty entry means no head."""
+    pairs = [(t, s) for t in tasks for s in seeds]
+    paths = list(paths)
+    if len(paths) != len(pairs):
+        raise ValueError(f"{len(paths)} tables for {len(pairs)} task x seed runs")
+    frames = [
+        pd.read_csv(p, dtype={"heads": str}, keep_default_na=False).assign(task=t, seed=s)
+        for p, (t, s) in zip(paths, pairs)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def final_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each run's (task, seed) last checkpoint."""
+    return frame[frame["step"] == frame.groupby(["task", "seed"])["step"].transform("max")]
+
+
+def _tasks(frame: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(frame["task"]))
+
+
+def _sorted(frame: pd.DataFrame, columns: list[str], listed: dict[str, list], ascending=True) -> pd.DataFrame:
+    """Sort by ``columns``, those in ``listed`` in the listed order (e.g. tasks as configured) rather than A–Z."""
+
+    def key(column: pd.Series) -> pd.Series:
+        return (
+            column.map({value: i for i, value in enumerate(listed[column.name])}) if column.name in listed else column
+        )
+
+    return frame.sort_values(columns, ascending=ascending, key=key, kind="stable")
+
+
+def _layer_ids(heads: str) -> list[int]:
+    """Layer ids of a purity table's ``heads`` entry ('0 1 3' or, for multi-head models, '0.1 3.0')."""
+    return [int(label.split(".")[0]) for label in heads.split()]
+
+
+def _layer_names(heads: str) -> str:
+    """'0 1 3' -> 'L0 L1 L3'; no head -> 'none'."""
+    return " ".join(f"L{label}" for label in heads.split()) or "none"
+
+
+# --------------------------------------------------------------------------------- Fig 2B and Fig 6
+
+
+def plot_scores(scores: pd.DataFrame, layers: Sequence[int]) -> plt.Figure:
+    """Positional score, symbolic score and normalised entropy against training step; one row per layer.
+
+    Fig 2B with ``layers`` = (1, 5, 11), Fig 6 with every layer. Layers the model lacks are skipped.
+    """
+    layers = [layer for layer in layers if layer in set(scores["layer"])]
+    long = scores[scores["layer"].isin(layers)].melt(
+        id_vars=["task", "seed", "step", "layer", "head"],
+        value_vars=list(MEASURES),
+        var_name="measure",
+        value_name="value",
+    )
+    long["measure"] = long["measure"].map(MEASURES)
+    tasks = _tasks(scores)
+    fig, axes = plt.subplots(
+        len(layers),
+        len(tasks),
+        figsize=(5.5 * len(tasks), 1.9 * len(layers) + 0.8),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+    )
+    multi_head = scores["head"].nunique() > 1
+    for row, layer in enumerate(layers):
+        for col, task in enumerate(tasks):
+            ax = axes[row][col]
+            frame = long[(long["task"] == task) & (long["layer"] == layer)]
+            sns.lineplot(
+                data=frame,
+                x="step",
+                y="value",
+                hue="measure",
+                style="head" if multi_head else None,
+                palette=MEASURE_PALETTE,
+                errorbar="sd",
+                ax=ax,
+                legend=row == 0 and col == 0,
+            )
+            ax.set_title(f"{task.capitalize()} task, L{layer}", fontsize=9)
+            ax.set_ylim(-0.05, 1.05)
+            ax.set_ylabel("")
+            ax.set_xlabel("training step")
+    if axes[0][0].get_legend() is not None:
+        sns.move_legend(axes[0][0], "lower left", fontsize=7, title=None)
+    fig.tight_layout()
+    return fig
+
+
+def final_scores_table(scores: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
+    """Last-checkpoint scores of ``layers``: ours (mean and sd over seeds) beside the paper's (Fig 2B)."""
+    final = final_rows(scores)
+    final = final[final["layer"].isin(layers)]
+    table = final.groupby(["task", "layer", "head"], sort=False)[list(MEASURES)].agg(["mean", "std"])
+    table.columns = [name if stat == "mean" else f"{name} sd" for name, stat in table.columns]
+    table = table.reset_index()
+    table["seeds"] = final.groupby(["task", "layer", "head"], sort=False)["seed"].nunique().to_numpy()
+    reference = paper.SCORES_FINAL.rename(columns={m: f"paper {m}" for m in list(MEASURES) + ["note"]})
+    return table.merge(reference, on=["task", "layer"], how="left")
+
+
+def initial_final_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Every head's scores at the first and the last checkpoint (means over seeds), with the paper's words (Fig 6)."""
+    first = scores[scores["step"] == scores.groupby(["task", "seed"])["step"].transform("min")].assign(stage="initial")
+    stages = pd.concat([first, final_rows(scores).assign(stage="final")])
+    table = (
+        stages.groupby(["task", "layer", "head", "stage"], sort=False)
+        .agg(step=("step", "max"), **{m: (m, "mean") for m in MEASURES})
+        .reset_index()
+    )
+    table = _sorted(table, ["task", "layer", "head", "stage"], {"task": _tasks(scores), "stage": ["initial", "final"]})
+    table["paper"] = [
+        _paper_words(task, layer, stage) for task, layer, stage in zip(table["task"], table["layer"], table["stage"])
+    ]
+    return table
+
+
+def _paper_words(task: str, layer: int, stage: str) -> str:
+    """What spec §A5 says about a layer's scores at initialisation or at the end."""
+    if stage == "initial":
+        low, high = paper.SCORES_INITIAL["low"], paper.SCORES_INITIAL["high"]
+        return f"pos, sym {low:.2f}–{high:.2f}; H_norm ≈ {paper.SCORES_INITIAL['entropy_norm']:.0f}"
+    reference = paper.SCORES_FINAL[(paper.SCORES_FINAL["task"] == task) & (paper.SCORES_FINAL["layer"] == layer)]
+    if reference.empty:
+        return ""
+    r = reference.iloc[0]
+    return f"pos {r['positional']:.2f}, sym {r['symbolic']:.2f}, H_norm {r['entropy_norm']:.2f}"
+
+
+# --------------------------------------------------------------------------------- Fig 2C and Fig 7
+
+
+def plot_purity(purity: pd.DataFrame, gammas: Sequence[float]) -> plt.Figure:
+    """Pure positional (red) and pure symbolic (green) head counts against step; one row per γ.
+
+    Each head is annotated where it first becomes pure (first seed's run).
+    """
+    tasks = _tasks(purity)
+    fig, axes = plt.subplots(
+        len(gammas), len(tasks), figsize=(5.5 * len(tasks), 3.0 * len(gammas)), squeeze=False, sharex=True, sharey=True
+    )
+    top = purity["count"].max()
+    for row, gamma in enumerate(gammas):
+        for col, task in enumerate(tasks):
+            ax = axes[row][col]
+            frame = purity[(purity["task"] == task) & np.isclose(purity["gamma"], gamma)]
+            sns.lineplot(
+                data=frame,
+                x="step",
+                y="count",
+                hue="kind",
+                palette=KIND_PALETTE,
+                errorbar="sd",
+                drawstyle="steps-post",
+                ax=ax,
+                legend=row == 0 and col == 0,
+            )
+            _annotate_first_pure(ax, frame[frame["seed"] == frame["seed"].min()])
+            ax.set_title(f"{task.capitalize()} task, γ = {gamma:g}", fontsize=9)
+            ax.set_ylim(-0.3, top + 1.2)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel("pure heads")
+            ax.set_xlabel("training step")
+    if axes[0][0].get_legend() is not None:
+        sns.move_legend(axes[0][0], "upper left", fontsize=7, title=None)
+    fig.tight_layout()
+    return fig
+
+
+def _annotate_first_pure(ax: plt.Axes, run: pd.DataFrame) -> None:
+    seen: dict[str, set] = {"positional": set(), "symbolic": set()}
+    for _, r in run.sort_values("step").iterrows():
+        new = set(r["heads"].split()) - seen[r["kind"]]
+        if new:
+            label = " ".join(f"L{h}" for h in sorted(new, key=lambda h: float(h)))
+            ax.annotate(
+                label,
+                (r["step"], r["count"]),
+                xytext=(2, 3),
+                textcoords="offset points",
+                fontsize=6,
+                color=KIND_PALETTE[r["kind"]],
+            )
+            seen[r["kind"]] |= new
+
+
+def purity_steps_table(purity: pd.DataFrame, gamma: float) -> pd.DataFrame:
+    """First step at which each of the paper's Fig 2C counts is reached at threshold ``gamma``: ours per seed
+    and mean, and the paper's."""
+    frame = purity[np.isclose(purity["gamma"], gamma)]
+    rows = []
+    for _, ref in paper.PURITY_STEPS[paper.PURITY_STEPS["task"].isin(_tasks(frame))].iterrows():
+        curve = frame[(frame["task"] == ref["task"]) & (frame["kind"] == ref["kind"])]
+        per_seed = [_first_step(run, ref["count"]) for _, run in curve.groupby("seed")]
+        reached = [s for s in per_seed if not np.isnan(s)]
+        rows.append(
+            {
+                "task": ref["task"],
+                "kind": ref["kind"],
+                "count": ref["count"],
+                "ours (mean)": float(np.mean(reached)) if reached else float("nan"),
+                "ours (per seed)": ", ".join("never" if np.isnan(s) else str(int(s)) for s in per_seed),
+                "paper": ref["step"],
+                "paper layer": "" if pd.isna(ref["layer"]) else f"L{ref['layer']}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _first_step(run: pd.DataFrame, count: int) -> float:
+    reached = run.loc[run["count"] >= count, "step"]
+    return float(reached.min()) if len(reached) else float("nan")
+
+
+def purity_final_table(purity: pd.DataFrame) -> pd.DataFrame:
+    """Pure heads at the last checkpoint, per task, γ, kind and seed, beside the paper's (Fig 2C, Fig 7)."""
+    final = _sorted(
+        final_rows(purity),
+        ["task", "gamma", "kind", "seed"],
+        {"task": _tasks(purity)},
+        ascending=[True, False, True, True],
+    )
+    table = final[["task", "gamma", "kind", "seed", "step", "count", "heads"]].assign(
+        heads=lambda f: f["heads"].map(_layer_names)
+    )
+    reference = paper.PURITY_FINAL.assign(heads=paper.PURITY_FINAL["heads"].map(_layer_names))
+    reference = reference.rename(columns={"count": "paper count", "heads": "paper heads"})
+    return table.merge(reference, on=["task", "kind"], how="left")
+
+
+# ------------------------------------------------------------------------------------------ claims
+
+Check = tuple[str, str, str, bool]  # check, measured, expected, passed
+
+
+def _rows(claim: str, task: str, seed, checks: list[Check]) -> list[dict]:
+    return [claims.row(claim, *check, task=task, seed=seed) for check in checks]
+
+
+def claim_a2(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Claim A-2 (spec §A12): hop-wise learning dynamics, from the per-hop test accuracy over training.
+
+    Number: the first step each hop reaches 0.9 is strictly increasing in the hop count, and hop 4
+    comes ≥ 1000 steps after hop 1 (paper 2050, 2750, 3250, 3400). Letter: the four crossings lie
+    within ≤ 300 steps (paper 2700–2750). Rows in :mod:`posym.claims`'s format.
+    """
+    rows = []
+    for task, frame in metrics.groupby("task", sort=False):
+        for seed, run in frame.groupby("seed"):
+            crossings = np.array([first_crossing(run, 0.9, str(hop)) for hop in (1, 2, 3, 4)])
+            rows += _rows("A-2", task, seed, _hop_order_checks(task, crossings))
+    return claims.with_seed_summary(rows)
+
+
+def _hop_order_checks(task: str, crossings: np.ndarray) -> list[Check]:
+    crossed = not np.isnan(crossings).any()
+    shown = ", ".join("never" if np.isnan(s) else str(int(s)) for s in crossings)
+    spread = crossings.max() - crossings.min() if crossed else float("nan")
+    if task == "number":
+        return [
+            (
+                "first steps at 0.9 strictly increasing from hop 1 to hop 4",
+                shown,
+                "increasing (paper 2050, 2750, 3250, 3400)",
+                crossed and bool(np.all(np.diff(crossings) > 0)),
+            ),
+            (
+                "hop 4 reaches 0.9 ≥ 1000 steps after hop 1",
+                f"{crossings[3] - crossings[0]:.0f}" if crossed else shown,
+                "≥ 1000 (paper 1350)",
+                crossed and crossings[3] - crossings[0] >= 1000,
+            ),
+        ]
+    return [
+        (
+            "all four hops reach 0.9 within 300 steps",
+            f"{shown} (spread {spread:.0f})" if crossed else shown,
+            "≤ 300 (paper 50)",
+            crossed and spread <= 300,
+        )
+    ]
+
+
+def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, gamma: float = CLAIM_GAMMA) -> pd.DataFrame:
+    """Claim A-3 (spec §A12): pure heads at the last checkpoint (γ = 0.1), and uniform heads at step 0.
+
+    Number: ≥ 3 pure positional heads, all in layers 0–4, and ≥ 7 pure symbolic heads, all in layers
+    ≥ 4 (paper 4 and 8). Letter: no pure positional head and ≥ 10 pure symbolic ones (paper 11). Both:
+    at step 0 every head has s_POS, s_SYM ≥ 0.9. Rows in :mod:`posym.claims`'s format.
+    """
+    final = final_rows(purity[np.isclose(purity["gamma"], gamma)])
+    if final.empty:
+        untested = f"purity not computed for γ = {gamma:g} (scores.gammas)"
+        return claims.with_seed_summary(
+            [claims.row("A-3", "pure heads at convergence", untested, "", None, task=t) for t in _tasks(purity)]
+        )
+    rows = []
+    for (task, seed), run in final.groupby(["task", "seed"], sort=False):
+        heads = dict(zip(run["kind"], run["heads"]))
+        initial = scores[(scores["task"] == task) & (scores["seed"] == seed) & (scores["step"] == 0)]
+        rows += _rows("A-3", task, seed, _pure_head_checks(task, heads) + [_uniform_start_check(initial)])
+    return claims.with_seed_summary(rows)
+
+
+def _pure_head_checks(task: str, heads: dict[str, str]) -> list[Check]:
+    positional, symbolic = _layer_ids(heads["positional"]), _layer_ids(heads["symbolic"])
+    shown = {kind: f"{len(_layer_ids(heads[kind]))}: {_layer_names(heads[kind])}" for kind in heads}
+    if task == "number":
+        return [
+            (
+                "≥ 3 pure positional heads, all in layers 0–4",
+                shown["positional"],
+                "≥ 3 in L0–L4 (paper 4: L0–L3)",
+                len(positional) >= 3 and max(positional) <= 4,
+            ),
+            (
+                "≥ 7 pure symbolic heads, all in layers ≥ 4",
+                shown["symbolic"],
+                "≥ 7 in L4+ (paper 8: L4–L11)",
+                len(symbolic) >= 7 and min(symbolic) >= 4,
+            ),
+        ]
+    return [
+        ("no pure positional head", shown["positional"], "0 (paper 0)", not positional),
+        ("≥ 10 pure symbolic heads", shown["symbolic"], "≥ 10 (paper 11: L1–L11)", len(symbolic) >= 10),
+    ]
+
+
+def _uniform_start_check(initial: pd.DataFrame) -> Check:
+    check, expected = "at step 0 every head has s_POS, s_SYM ≥ 0.9", "≥ 0.9 (paper 0.98–0.99)"
+    if initial.empty:
+        return check, "no step-0 checkpoint", expected, False
+    low_positional, low_symbolic = initial["positional"].min(), initial["symbolic"].min()
+    measured = f"min s_POS {low_positional:.3f}, min s_SYM {low_symbolic:.3f}"
+    return check, measured, expected, low_positional >= 0.9 and low_symbolic >= 0.9

@@ -1,0 +1,269 @@
+"""Length generalisation of paper A's models: Fig 5B (accuracy after prepending fillers, spec §A10.1), the
+discrepancy of trained heads against length (spec §A9 end, PROPOSED) and the verdicts of claim A-5 (§A12).
+
+Paper A only plots the theoretical bounds of Thm 3.2 (Fig 5A). posym also measures the discrepancy of the trained
+models on the length-extended test sets (prepend protocol, §A10.1): for every layer and head, the last query's
+pre-softmax logits as fed to softmax (q·k/√d_head) give Δ(σ̄) = λ_(1) − λ_(2) per input, summarised by the max
+(the paper's literal definition), the median and the min (the worst case, which is what Thm 3.2 bounds: see
+:mod:`posym.studies.a.theory`) over inputs.
+
+Which head to read (PROPOSED, ``shared/notes/cpu-feasibility.md``): the one that actually moves the answer, found
+by where its attention peak lands. For each head, ``next_hop_hit`` is the share of inputs whose last-query
+attention argmax lands on the position the query's hop points to (the first step of the chain), ``target_hit``
+the share that lands on the answer itself; :func:`retrieving_heads` picks, per run, the head with the highest
+``next_hop_hit`` on the unextended set.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from posym import claims
+from posym.evaluate import TOKENS_PER_BATCH
+from posym.model import PosymModel
+from posym.tasks import TaskData
+
+from . import paper
+from .tasks import get, palette
+from .tasks.multihop import HOP_LENS
+
+log = logging.getLogger("posym.a.length")
+
+
+# ------------------------------------------------------------------------------------------------ Fig 5B
+
+
+def plot_length(length: pd.DataFrame):
+    """Fig 5B: accuracy against prepended tokens, ours (solid) and the paper's digitised curve (dashed)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    overall = length[length["hop"] == "all"]
+    colours = palette()
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    sns.lineplot(data=overall, x="extra_tokens", y="accuracy", hue="task", palette=colours, errorbar="sd", marker="o", ax=ax)
+    reach = overall["extra_tokens"].max()
+    for task in overall["task"].unique():
+        ref = paper.LENGTH_CURVE[(paper.LENGTH_CURVE["task"] == task) & (paper.LENGTH_CURVE["extra_tokens"] <= max(reach, 1))]
+        ax.plot(ref["extra_tokens"], ref["accuracy"], ls="--", c=colours[task], alpha=0.7, label=f"{task} (paper)")
+    ax.set_xlabel("tokens prepended before the target window")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def length_table(length: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per prepended length: ours (mean and sd over seeds) beside the paper's where digitised."""
+    overall = length[length["hop"] == "all"]
+    table = overall.groupby(["task", "extra_tokens"])["accuracy"].agg(["mean", "std", "count"]).reset_index()
+    table = table.rename(columns={"mean": "ours", "std": "ours sd", "count": "seeds"})
+    reference = paper.LENGTH_CURVE.rename(columns={"accuracy": "paper"})
+    return table.merge(reference, on=["task", "extra_tokens"], how="left")
+
+
+# ------------------------------------------------------------------------------------ trained-head discrepancy
+
+
+@torch.no_grad()
+def last_query_scores(model: PosymModel, tokens: np.ndarray) -> np.ndarray:
+    """Pre-softmax logits of the last query (scaled by 1/√d_head, as fed to softmax), shape (N, layers, heads, T).
+
+    Only the last query's row is needed, so the row is computed from the queries and keys the layers
+    expose (post-RoPE) while the forward pass keeps PyTorch's fused attention, instead of materialising
+    every T × T logit map.
+    """
+    model.eval()
+    T = tokens.shape[1]
+    positions = torch.arange(T)
+    bias = model.position.score_bias(positions[-1:], positions)  # (H, 1, T) or None
+    batch = max(1, TOKENS_PER_BATCH // T)
+    out = []
+    for start in range(0, len(tokens), batch):
+        ids = torch.as_tensor(np.asarray(tokens[start : start + batch]), dtype=torch.long)
+        kept: dict[tuple[str, int], torch.Tensor] = {}
+
+        def keep(kind, layer):
+            return lambda t: kept.__setitem__((kind, layer), t[0])  # (B, H, T, d_head)
+
+        hooks = {f"blocks.{l}.attn.hook_rot_{kind}": keep(kind, l) for l in range(model.config.n_layer) for kind in "qk"}
+        model(ids, positions=positions, last_only=True, hooks=hooks)
+        rows = []
+        for layer in range(model.config.n_layer):
+            q, k = kept[("q", layer)][:, :, -1], kept[("k", layer)]
+            row = torch.einsum("bhd,bhtd->bht", q, k) / math.sqrt(q.shape[-1])
+            rows.append(row if bias is None else row + bias[:, 0])
+        out.append(torch.stack(rows, dim=1))
+    return torch.cat(out).numpy()
+
+
+def head_statistics(scores: np.ndarray, target_pos: np.ndarray, next_hop: np.ndarray) -> pd.DataFrame:
+    """Per layer and head: where the last query's logit peak lands, and Δ = top − second logit over inputs."""
+    top2 = np.sort(scores, axis=-1)[..., -2:]
+    gaps = top2[..., 1] - top2[..., 0]  # (N, L, H)
+    peaks = scores.argmax(axis=-1)
+    rows = []
+    for layer in range(scores.shape[1]):
+        for head in range(scores.shape[2]):
+            gap, peak = gaps[:, layer, head], peaks[:, layer, head]
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "n": len(gap),
+                    "next_hop_hit": float(np.mean(peak == next_hop)),
+                    "target_hit": float(np.mean(peak == target_pos)),
+                    "gap_max": float(gap.max()),
+                    "gap_median": float(np.median(gap)),
+                    "gap_min": float(gap.min()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def hop_balanced(data: TaskData, samples: int) -> TaskData:
+    """The first ``samples / 4`` inputs of each hop count (all of them when there are fewer)."""
+    per_hop = max(1, samples // len(HOP_LENS))
+    rows = np.sort(np.concatenate([np.flatnonzero(data.hops == h)[:per_hop] for h in HOP_LENS]))
+    return data.select(rows)
+
+
+def discrepancy_table(model: PosymModel, sets: dict[str, TaskData], samples: int) -> pd.DataFrame:
+    """:func:`head_statistics` on each length-extended set (named ``extra<x>``), hop-balanced to ``samples``."""
+    frames = []
+    for name, data in sets.items():
+        data = hop_balanced(data, samples)
+        next_hop = get(data.task).chain_positions(data)[:, 0]
+        stats = head_statistics(last_query_scores(model, data.tokens), data.target_pos, next_hop)
+        frames.append(stats.assign(extra_tokens=int(name.removeprefix("extra")), length=data.seq_len))
+        log.info("%s (length %d): largest next-hop hit rate %.3f", name, data.seq_len, stats["next_hop_hit"].max())
+    table = pd.concat(frames, ignore_index=True).sort_values(["extra_tokens", "layer", "head"], ignore_index=True)
+    return table[["extra_tokens", "length", *[c for c in table.columns if c not in ("extra_tokens", "length")]]]
+
+
+def retrieving_heads(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run (task, seed): the head whose peak lands on the next hop most often on the shortest set (ties: the
+    higher target hit rate, then the lower layer)."""
+    shortest = table[table["extra_tokens"] == table.groupby(["task", "seed"])["extra_tokens"].transform("min")]
+    ranked = shortest.sort_values(["next_hop_hit", "target_hit", "layer"], ascending=[False, False, True])
+    return (
+        ranked.groupby(["task", "seed"], sort=False).head(1)[["task", "seed", "layer", "head"]].reset_index(drop=True)
+    )
+
+
+def retrieving_head_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :func:`retrieving_heads`' heads at every length, run and head first."""
+    curves = table.merge(retrieving_heads(table), on=["task", "seed", "layer", "head"])
+    first = ["task", "seed", "layer", "head", "extra_tokens"]
+    return curves[first + [c for c in curves.columns if c not in first]].sort_values(first, ignore_index=True)
+
+
+def plot_trained_discrepancy(curves: pd.DataFrame):
+    """Discrepancy (median, band from min to max over inputs) and next-hop hit rate of each run's retrieving head
+    against the number of prepended tokens."""
+    import matplotlib.pyplot as plt
+
+    colours = palette()
+    fig, (gap_ax, hit_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for (task, seed), run in curves.groupby(["task", "seed"], sort=False):
+        colour = colours.get(task)
+        label = f"{task} seed {seed} (L{run['layer'].iloc[0]})"
+        gap_ax.plot(run["extra_tokens"], run["gap_median"], marker="o", ms=3, c=colour, label=label)
+        gap_ax.fill_between(run["extra_tokens"], run["gap_min"], run["gap_max"], color=colour, alpha=0.15)
+        hit_ax.plot(run["extra_tokens"], run["next_hop_hit"], marker="o", ms=3, c=colour, label=label)
+    gap_ax.set_yscale("symlog", linthresh=1e-2)
+    gap_ax.set_ylabel("Δ = λ(1) − λ(2) (median; min–max band)")
+    hit_ax.set_ylabel("attention peak on the next hop")
+    hit_ax.set_ylim(-0.02, 1.02)
+    for ax in (gap_ax, hit_ax):
+        ax.set_xlabel("tokens prepended before the target window")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ claim A-5
+
+
+def accuracy_at(curve: pd.Series, extra: int) -> tuple[float, str]:
+    """(accuracy, how) at ``extra`` prepended tokens from a curve indexed by extra_tokens: measured, linearly
+    interpolated between the nearest measured lengths, or NaN beyond them."""
+    if extra in curve.index:
+        return float(curve[extra]), "measured"
+    if curve.index.min() < extra < curve.index.max():
+        return float(np.interp(extra, curve.index, curve.to_numpy())), "interpolated"
+    return float("nan"), "not measured"
+
+
+#: Claim A-5's single-point checks (spec §A12): (task, extra tokens, "≥" or "≤", threshold).
+A5_POINTS = (
+    ("letter", 500, "≥", 0.90),
+    ("letter", 850, "≥", 0.85),
+    ("number", 100, "≤", 0.85),
+    ("number", 300, "≤", 0.55),
+)
+A5_MIN_GAP, A5_GAP_FROM, A5_FALSIFIER_FROM = 0.3, 200, 100
+
+
+def claims_a5(length: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
+    """Claim A-5 per seed from the overall accuracy (hop "all") of every task's length.csv, plus "k of n seeds
+    pass" rows. A point between measured lengths is interpolated linearly (and says so)."""
+    overall = length[length["hop"].astype(str) == "all"]
+    rows = []
+    for seed in seeds:
+        curve = {
+            task: frame.set_index("extra_tokens")["accuracy"].sort_index()
+            for task, frame in overall[overall["seed"] == seed].groupby("task")
+        }
+        for task, extra, relation, threshold in A5_POINTS:
+            check = f"{task} accuracy at x = {extra} {relation} {threshold}"
+            value, how = accuracy_at(curve[task], extra) if task in curve else (float("nan"), "not measured")
+            passed = value >= threshold if relation == "≥" else value <= threshold
+            rows.append(
+                _row(
+                    check,
+                    seed,
+                    f"{value:.3f} ({how})" if how != "not measured" else "—",
+                    f"{relation} {threshold}",
+                    None if np.isnan(value) else passed,
+                )
+            )
+        rows += _comparison_rows(curve, seed)
+    return claims.with_seed_summary(rows)
+
+
+def _comparison_rows(curve: dict[str, pd.Series], seed: int) -> list[dict]:
+    """Letter − Number ≥ 0.3 for every measured x ≥ 200, and the falsifier (Number ≥ Letter at some x ≥ 100)."""
+    gap_check = f"letter − number ≥ {A5_MIN_GAP} at every measured x ≥ {A5_GAP_FROM}"
+    falsifier = f"no measured x ≥ {A5_FALSIFIER_FROM} with number ≥ letter (falsifier)"
+    if not {"letter", "number"} <= set(curve):
+        return [_row(gap_check, seed, "—", f"≥ {A5_MIN_GAP}", None), _row(falsifier, seed, "—", "none", None)]
+    difference = (curve["letter"] - curve["number"]).dropna()
+    late = difference[difference.index >= A5_GAP_FROM]
+    falsifying = difference[(difference.index >= A5_FALSIFIER_FROM) & (difference <= 0)]
+    return [
+        _row(
+            gap_check,
+            seed,
+            f"smallest {late.min():.3f} at x = {late.idxmin()}" if len(late) else "—",
+            f"≥ {A5_MIN_GAP}",
+            bool((late >= A5_MIN_GAP).all()) if len(late) else None,
+        ),
+        _row(
+            falsifier,
+            seed,
+            ", ".join(f"x = {x}" for x in falsifying.index) or "none",
+            "none",
+            falsifying.empty if (difference.index >= A5_FALSIFIER_FROM).any() else None,
+        ),
+    ]
+
+
+def _row(check: str, seed: int, measured: str, expected: str, passed: bool | None) -> dict:
+    return claims.row("A-5", check, measured, expected, passed, seed=seed)

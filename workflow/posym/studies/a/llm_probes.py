@@ -1,0 +1,275 @@
+"""Offline substitute for paper A's frontier-LLM probes (spec §A10.2, Fig 5C/D, Table 3, claim A-7 of §A12).
+
+Paper A asked GPT 5.4 / 5.5 and Claude Sonnet 3.7, through their closed APIs, for single-token answers to 1-hop
+Number and Letter probes with growing target windows: the token ``n`` places left of a final integer ``n``
+(Number), or the one token whose first character is the final token's second character (Letter). Those rows
+cannot be rerun offline; this module runs the same prompts and items (each task's ``probe_prompt`` and
+``probe_sequence``) on a model we can reach (:mod:`posym.language_models`), scored two ways per item:
+
+* ``greedy``: the model's first word must equal the answer. This is the paper's protocol.
+* ``restricted`` (local models only): the window's distinct tokens are the only candidates and the most probable
+  wins (spec §A10.2's "logit argmax over window tokens"). Ties go to the candidate seen first in the window.
+
+The prompt text follows paper A's Table 2 as transcribed in spec §A10.2 (instructions and few-shot examples); the
+"Example k:" / "Task:" layout follows the transcription in jcalataiut-cli/CENIA
+``Position_symbolic_dynamics/report_code.md`` §8.1. The item generators are the spec's PROPOSED ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from posym import claims, language_models
+from posym.language_models import EndpointClient, LocalModel, parse_answer
+
+from .tasks import PAPER_ORDER, get
+
+log = logging.getLogger("posym.a.llm")
+
+#: The paper's target-window sizes W (spec §0, §A10.2): the x axis of Fig 5C/D.
+PAPER_WINDOWS = (12, 16, 24, 32, 48, 64, 80, 100, 150, 200, 300)
+
+METHODS = ("greedy", "restricted")
+ITEM_COLUMNS = [
+    "model",
+    "task",
+    "window",
+    "run",
+    "item",
+    "answer",
+    "greedy",
+    "greedy_correct",
+    "restricted",
+    "restricted_correct",
+]
+SUMMARY_COLUMNS = ["model", "task", "window", "method", "accuracy", "sd", "runs", "items"]
+
+# Claim A-7 (spec §A12) and the paper's filter 1 (§A10.2).
+FILTER_WINDOW, FILTER_ACCURACY = 16, 0.85
+CLAIM_WINDOWS = (32, 100, 300)
+
+
+def probe_items(task: str, window: int, n_items: int, seed: int) -> list[dict]:
+    """``n_items`` 1-hop items with a target window of ``window`` tokens (generators PROPOSED in spec §A10.2),
+    deterministic in (task, window, seed).
+
+    Each item: ``tokens`` (window tokens then the query), ``query``, ``answer``, ``target_index`` (of the answer
+    in ``tokens``), ``window``, ``task``, ``prompt``.
+    """
+    generator = get(task)
+    if window < 1:
+        raise ValueError("window must be ≥ 1")
+    draw = np.random.default_rng([seed, window, generator.probe_stream])
+    items = []
+    for _ in range(n_items):
+        sequence, target_index = generator.probe_sequence(draw, window)
+        items.append(
+            {
+                "task": task,
+                "window": window,
+                "tokens": sequence,
+                "query": sequence[-1],
+                "answer": sequence[target_index],
+                "target_index": target_index,
+                "prompt": generator.render_probe(sequence),
+            }
+        )
+    return items
+
+
+def window_candidates(item: dict) -> list[str]:
+    """The window's distinct tokens (the query excluded), in order of first appearance."""
+    return list(dict.fromkeys(item["tokens"][:-1]))
+
+
+# ----------------------------------------------------------------------------------------------- probes
+
+
+Answerer = Callable[[dict], tuple[str, str | None]]
+
+
+def local_answerer(local: LocalModel, max_new_tokens: int) -> Answerer:
+    return lambda item: language_models.answer(local, item["prompt"], window_candidates(item), max_new_tokens)
+
+
+def endpoint_answerer(client: EndpointClient) -> Answerer:
+    return lambda item: (parse_answer(client.complete(item["prompt"])), None)
+
+
+def run_probes(
+    answer: Answerer, model: str, tasks: Iterable[str], windows: Iterable[int], runs: Iterable[int], n_items: int
+) -> pd.DataFrame:
+    """One row per item (columns :data:`ITEM_COLUMNS`); run ``r`` draws a fresh item set with seed ``r`` (§A10.2).
+
+    ``restricted`` and ``restricted_correct`` are empty for an answerer without logits (an endpoint).
+    """
+    rows = []
+    for task in tasks:
+        for window in windows:
+            for run in runs:
+                block = []
+                for k, item in enumerate(probe_items(task, window, n_items, seed=run)):
+                    greedy, restricted = answer(item)
+                    block.append(
+                        {
+                            "model": model,
+                            "task": task,
+                            "window": window,
+                            "run": run,
+                            "item": k,
+                            "answer": item["answer"],
+                            "greedy": greedy,
+                            "greedy_correct": greedy == item["answer"],
+                            "restricted": restricted,
+                            "restricted_correct": None if restricted is None else restricted == item["answer"],
+                        }
+                    )
+                rows += block
+                log.info(
+                    "%s W=%d run %d: greedy %.2f", task, window, run, np.mean([r["greedy_correct"] for r in block])
+                )
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+
+
+def read_items(path: str | os.PathLike) -> pd.DataFrame:
+    """An items CSV with answers kept as strings ("1", "nan" stay text) and empty correctness as missing."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for column in ("window", "run", "item"):
+        frame[column] = frame[column].astype(int)
+    for method in METHODS:
+        frame[f"{method}_correct"] = frame[f"{method}_correct"].map({"True": True, "False": False, "": None})
+    return frame
+
+
+def run_accuracy(items: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per model, task, window, run and method (methods without answers are left out)."""
+    frames = []
+    for method in METHODS:
+        scored = items.dropna(subset=[f"{method}_correct"])
+        if len(scored):
+            grouped = scored.groupby(["model", "task", "window", "run"], sort=False)[f"{method}_correct"]
+            frames.append(
+                grouped.agg(accuracy=lambda s: s.astype(float).mean(), items="size").reset_index().assign(method=method)
+            )
+    if not frames:
+        return pd.DataFrame(columns=["model", "task", "window", "run", "method", "accuracy", "items"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarise(items: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd (ddof 1) over runs of the per-run accuracy, per model, task, window and method (§A10.2)."""
+    per_run = run_accuracy(items)
+    keys = ["model", "task", "window", "method"]
+    summary = per_run.groupby(keys, sort=False).agg(
+        accuracy=("accuracy", "mean"), sd=("accuracy", "std"), runs=("run", "size"), items=("items", "first")
+    )
+    return summary.reset_index()[SUMMARY_COLUMNS]
+
+
+# ---------------------------------------------------------------------------- Fig 5C/D, Table 3, claim A-7
+
+
+def plot_llm_accuracy(published: pd.DataFrame, models: Iterable[str], ours: pd.DataFrame | None):
+    """Fig 5C/D: accuracy against window size, one panel per task; the paper's models (dashed, ±1 sd bars) beside
+    ours (solid, one line per model and method). Without ours, the figure says that no model was configured."""
+    import matplotlib.pyplot as plt
+
+    models = list(models)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, task in zip(axes, PAPER_ORDER):
+        for model in models:
+            rows = published[(published["model"] == model) & (published["task"] == task)]
+            ax.errorbar(
+                rows["window"],
+                rows["accuracy"],
+                yerr=rows["sd"].fillna(0),
+                ls="--",
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=f"{model} (paper)",
+            )
+        if ours is not None:
+            for (model, method), rows in ours[ours["task"] == task].groupby(["model", "method"], sort=False):
+                ax.errorbar(
+                    rows["window"],
+                    rows["accuracy"],
+                    yerr=rows["sd"].fillna(0),
+                    marker="s",
+                    ms=3,
+                    capsize=2,
+                    label=f"{model}, {method} (ours)",
+                )
+        ax.set_xscale("log")
+        ax.set_xticks(PAPER_WINDOWS, [str(w) for w in PAPER_WINDOWS], fontsize=7)
+        ax.minorticks_off()
+        ax.set_title(f"{task.capitalize()} task (1 hop)")
+        ax.set_xlabel("target-window size")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].set_ylabel("accuracy")
+    axes[1].legend(fontsize=7)
+    if ours is None:
+        fig.suptitle("paper values only: no model configured (config llm.model / llm.endpoint_model)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def table3(published: pd.DataFrame, ours: pd.DataFrame | None) -> pd.DataFrame:
+    """Table 3: one row per window, one "mean (sd)" column per model and task, the paper's first, ours after."""
+    frames = [published.assign(column=published["model"] + " " + published["task"] + " (paper)")]
+    if ours is not None:
+        frames.append(ours.assign(column=ours["model"] + ", " + ours["method"] + " " + ours["task"] + " (ours)"))
+    long = pd.concat(frames, ignore_index=True)
+    long["cell"] = [f"{a:.2f}" + ("" if np.isnan(s) else f" ({s:.2f})") for a, s in zip(long["accuracy"], long["sd"])]
+    wide = long.pivot(index="window", columns="column", values="cell")
+    return wide[list(dict.fromkeys(long["column"]))].sort_index().fillna("—").reset_index()
+
+
+def claims_a7(items: pd.DataFrame | None) -> pd.DataFrame:
+    """Claim A-7 (spec §A12), per scoring method: a local model that passes filter 1 of §A10.2 (Letter accuracy at
+    W = 16 ≥ 0.85, mean over runs) must have Letter > Number at W = 32, 100 and 300, in every run (then "k of n
+    seeds pass"). A model that fails the filter leaves the comparisons "not tested", their values still shown."""
+    if items is None:
+        return pd.DataFrame(
+            [
+                claims.row("A-7", check, "no model configured", expected, None, task=task)
+                for task, check, expected in _claim_checks("")
+            ],
+            columns=claims.COLUMNS,
+        )
+    rows = []
+    for method, frame in run_accuracy(items).groupby("method", sort=False):
+        at = frame.set_index(["task", "window", "run"])["accuracy"]
+        filter_values = frame[(frame["task"] == "letter") & (frame["window"] == FILTER_WINDOW)]["accuracy"]
+        qualifies = bool(filter_values.mean() >= FILTER_ACCURACY) if len(filter_values) else None
+        (task, check, expected), *comparisons = _claim_checks(f"{method}: ")
+        measured = f"{filter_values.mean():.3f} over {len(filter_values)} runs" if len(filter_values) else "—"
+        rows.append(claims.row("A-7", check, measured, expected, qualifies, task=task, seed="mean"))
+        note = {True: "", False: " (the model fails the filter)", None: " (filter not measured)"}[qualifies]
+        for (task, check, expected), window in zip(comparisons, CLAIM_WINDOWS):
+            measured_runs = [
+                r for r in sorted(frame["run"].unique()) if ("letter", window, r) in at and ("number", window, r) in at
+            ]
+            if not measured_runs:
+                rows.append(claims.row("A-7", check, f"W = {window} not measured", expected, None, task=task))
+            for run in measured_runs:
+                letter, number = at[("letter", window, run)], at[("number", window, run)]
+                measured = f"letter {letter:.3f}, number {number:.3f}{note}"
+                rows.append(
+                    claims.row(
+                        "A-7", check, measured, expected, (letter > number) if qualifies else None, task=task, seed=run
+                    )
+                )
+    return claims.with_seed_summary(rows)
+
+
+def _claim_checks(prefix: str) -> list[tuple[str, str, str]]:
+    """(task, check, expected) of claim A-7: the filter, then one comparison per window."""
+    return [("letter", f"{prefix}filter: letter accuracy at W = {FILTER_WINDOW}", f"≥ {FILTER_ACCURACY}")] + [
+        ("", f"{prefix}letter > number at W = {w}", "letter > number") for w in CLAIM_WINDOWS
+    ]

@@ -1,0 +1,162 @@
+# Paper A's own jobs: the length-extended test sets and their evaluation (spec §A10.1), positional / symbolic
+# scores at every checkpoint (§A6), information flow (§A8), RoPE frequency use and geometry (§A7), the theory
+# (§A9), the discrepancy of trained heads, and the LLM probes (§A10.2). Data, training and the test evaluation
+# are the core's rules (workflow/rules/); the notebooks come from study.yaml. Every job reads the final checkpoint
+# of a run or nothing trained; its settings are params, its package code is not an input (edits to it do not
+# rerun it: use --forcerun).
+
+A = "results/a"
+A_INDEX = f"{A}/train/{{task}}/seed{{seed}}/checkpoints.json"
+A_TEST = f"{A}/data/{{task}}/seed{{seed}}/test.safetensors"
+A_LENGTH = f"{A}/data/{{task}}/seed{{seed}}/length.safetensors"
+
+
+rule a_length_sets:
+    output:
+        tensors=A_LENGTH,
+        meta=f"{A}/data/{{task}}/seed{{seed}}/length.json",
+    log:
+        "logs/a/data/{task}/seed{seed}/length.log",
+    conda:
+        TRAINING_ENV
+    resources:
+        **job_resources(mem_mb=2000, minutes=30),
+    params:
+        seed=data_seed("a"),
+        settings=section("a", "length"),
+    shell:
+        "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
+        " --out {output.tensors} > {log} 2>&1"
+
+
+use rule evaluate_test as a_evaluate_length with:
+    input:
+        index=A_INDEX,
+        data=A_LENGTH,
+    output:
+        f"{A}/eval/{{task}}/seed{{seed}}/length.csv",
+    log:
+        "logs/a/eval/{task}/seed{seed}/length.log",
+    benchmark:
+        f"{A}/benchmarks/evaluate_length/{{task}}-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=4000, minutes=60),
+
+
+# The analyses of a run's final checkpoint are posym jobs like the core's evaluation, with their own files.
+use rule evaluate_test as a_scores with:
+    input:
+        index=A_INDEX,
+        data=A_TEST,
+    output:
+        scores=f"{A}/scores/{{task}}/seed{{seed}}/scores.csv",
+        purity=f"{A}/scores/{{task}}/seed{{seed}}/purity.csv",
+    log:
+        "logs/a/scores/{task}/seed{seed}.log",
+    benchmark:
+        f"{A}/benchmarks/scores/{{task}}-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=4000, minutes=120),
+    params:
+        **posym("a scores", settings=("a", "scores")),
+
+
+use rule a_scores as a_frequency with:
+    output:
+        f"{A}/analysis/{{task}}/seed{{seed}}/frequency.csv",
+    log:
+        "logs/a/analysis/{task}/seed{seed}/frequency.log",
+    benchmark:
+        f"{A}/benchmarks/frequency/{{task}}-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=2000, minutes=60),
+    params:
+        **posym("a frequency", settings=("a", "frequency")),
+
+
+use rule a_scores as a_discrepancy with:
+    input:
+        index=A_INDEX,
+        data=A_LENGTH,
+    output:
+        f"{A}/analysis/{{task}}/seed{{seed}}/discrepancy.csv",
+    log:
+        "logs/a/analysis/{task}/seed{seed}/discrepancy.log",
+    benchmark:
+        f"{A}/benchmarks/discrepancy/{{task}}-seed{{seed}}.tsv"
+    params:
+        **posym("a discrepancy", settings=("a", "discrepancy")),
+
+
+use rule a_scores as a_geometry with:
+    input:
+        index=f"{A}/train/number/seed{{seed}}/checkpoints.json",
+        data=f"{A}/data/number/seed{{seed}}/test.safetensors",
+        frequency=f"{A}/analysis/number/seed{{seed}}/frequency.csv",
+    output:
+        f"{A}/analysis/number/seed{{seed}}/geometry.csv",
+    log:
+        "logs/a/analysis/number/seed{seed}/geometry.log",
+    benchmark:
+        f"{A}/benchmarks/geometry/number-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=2000, minutes=60),
+    params:
+        **posym("a geometry", settings=("a", "geometry")),
+
+
+rule a_flow:
+    input:
+        index=A_INDEX,
+    output:
+        grid=f"{A}/flow/{{task}}/seed{{seed}}/flow.csv",
+        summary=f"{A}/flow/{{task}}/seed{{seed}}/flow.json",
+    log:
+        "logs/a/flow/{task}/seed{seed}.log",
+    conda:
+        TRAINING_ENV
+    threads: 1
+    resources:
+        **job_resources(mem_mb=2000, minutes=60),
+    params:
+        **posym("a flow", wildcards=("task",)),
+    shell:
+        JOB
+
+
+use rule a_flow as a_theory with:
+    input:
+        [],
+    output:
+        discrepancy=f"{A}/analysis/theory/discrepancy.csv",
+        exactness=f"{A}/analysis/theory/exactness.csv",
+    log:
+        "logs/a/analysis/theory.log",
+    benchmark:
+        f"{A}/benchmarks/theory.tsv"
+    threads: 1  # small tensors: more threads only contend
+    params:
+        **posym("a theory", settings=("a", "theory")),
+
+
+# Exists only when a local model (llm.model) or an endpoint (llm.endpoint_model) is configured; the notebook draws
+# the paper's values either way.
+use rule a_flow as a_llm_probe with:
+    input:
+        config["a"]["llm"]["model"] or [],  # a wrong directory stops the DAG before any job runs
+    output:
+        probe_items=f"{A}/llm/items.csv",
+        probe_summary=f"{A}/llm/summary.csv",
+    log:
+        "logs/a/llm/probe.log",
+    benchmark:
+        f"{A}/benchmarks/llm_probe.tsv"
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=32000, minutes=240),
+        gpu=int(
+            bool(config["a"]["llm"]["model"]) and config["a"]["llm"]["device"] != "cpu"
+        ),
+        cpus_per_gpu=cpus_per_gpu,
+    params:
+        **posym("a llm-probe", settings=("a", "tasks", "llm")),

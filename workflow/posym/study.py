@@ -1,0 +1,340 @@
+"""Studies: what the core knows of a study folder, and the plan of its notebooks and report items.
+
+A study is a folder ``posym/studies/<id>/`` with a ``study.yaml``: its name and source, its notebooks (the
+files each reads, the config values it is given, the conditions under which it applies) and the table of its
+report items (every table and figure of the paper, posym's own additions) and claims. From that table the
+workflow generates the notebook rules and the ``snakemake --report`` entries, and posym's report its
+checklist, its sections and its manifest (:func:`Study.plan`). The format is checked against
+``workflow/schemas/study.schema.yaml`` when a study is loaded.
+
+Nothing here imports a study's code: the core reads the folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft7Validator
+
+STUDIES_DIR = Path(__file__).resolve().parent / "studies"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "study.schema.yaml"
+RESULTS = "results"
+
+#: The files of an output kind, by extension: a figure is written as PNG and SVG, a table as CSV and Markdown.
+#: The first is the one the reports show.
+OUTPUT_FILES = {"figure": ("png", "svg"), "table": ("csv", "md")}
+
+
+class StudyError(ValueError):
+    """A study folder is malformed (its study.yaml breaks the format, a caption or notebook is missing)."""
+
+
+def known() -> tuple[str, ...]:
+    """The ids of the study folders, in alphabetical order."""
+    return tuple(sorted(p.parent.name for p in STUDIES_DIR.glob("*/study.yaml")))
+
+
+def section_schema(study_id: str) -> dict:
+    """The JSON schema of a study's config section (``posym/studies/<id>/schema.yaml``), to be nested in the
+    configuration's schema (without its own ``$schema``, which would make a validator start afresh there)."""
+    schema = yaml.safe_load((STUDIES_DIR / study_id / "schema.yaml").read_text())
+    schema.pop("$schema", None)
+    return schema
+
+
+def slug(item_id: str) -> str:
+    """An item's key in file names and page anchors: 'Fig 3A/B' -> 'fig3ab'."""
+    return re.sub(r"[^a-z0-9]+", "", item_id.lower())
+
+
+# ------------------------------------------------------------------------------------------------ conditions
+
+
+def _lookup(section: dict, key: str) -> Any:
+    node = section
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _holds(value: Any, allowed: Any) -> bool:
+    """``allowed`` is "set" (any value but null) or a list of values; a list-valued setting holds if it names one."""
+    if allowed == "set":
+        return value is not None
+    values = value if isinstance(value, list) else [value]
+    return any(v in allowed for v in values)
+
+
+def condition_holds(condition: dict | list, section: dict) -> bool:
+    """A mapping of setting -> allowed values holds when every entry does; a list of mappings when one does."""
+    if isinstance(condition, list):
+        return any(condition_holds(c, section) for c in condition)
+    return all(_holds(_lookup(section, key), allowed) for key, allowed in condition.items())
+
+
+# --------------------------------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class Output:
+    """A figure or table a notebook writes, ``results/<study>/<kind>s/<name>.<ext>`` for each of its extensions."""
+
+    study: str
+    name: str
+    kind: str  # "figure" or "table"
+    caption: Path
+
+    def files(self) -> dict[str, str]:
+        return {ext: f"{RESULTS}/{self.study}/{self.kind}s/{self.name}.{ext}" for ext in OUTPUT_FILES[self.kind]}
+
+    def shown(self) -> str:
+        """The file the reports show (PNG, CSV)."""
+        return self.files()[OUTPUT_FILES[self.kind][0]]
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    title: str
+    notebook: str
+    category: str
+    outputs: tuple[Output, ...]
+    claim: str | None = None
+    paper: bool = True  # a table or figure of the paper (else one of posym's own additions)
+
+    @property
+    def key(self) -> str:
+        return slug(self.id)
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str
+    paper: str
+    notebook: str
+    category: str
+    table: Output
+
+
+@dataclass(frozen=True)
+class Notebook:
+    name: str
+    source: Path
+    inputs: dict = field(default_factory=dict)
+    config: tuple[str, ...] = ()
+    requires: dict = field(default_factory=dict)
+    because: str = ""
+
+
+class Study:
+    """A study folder, read from its ``study.yaml`` (checked against the format and against its folder)."""
+
+    def __init__(self, study_id: str):
+        self.id = study_id
+        self.folder = STUDIES_DIR / study_id
+        path = self.folder / "study.yaml"
+        if not path.is_file():
+            raise StudyError(f"unknown study {study_id!r}: no {path}")
+        table = yaml.safe_load(path.read_text())
+        errors = sorted(Draft7Validator(yaml.safe_load(SCHEMA_PATH.read_text())).iter_errors(table), key=str)
+        if errors:
+            where = lambda e: ".".join(map(str, e.absolute_path)) or "<top level>"  # noqa: E731
+            raise StudyError(f"{path}: " + "; ".join(f"{where(e)}: {e.message}" for e in errors))
+        self.name, self.title, self.source = table["name"], table["title"], table["source"]
+        self.provenance = table.get("provenance", {})
+        self.rules = self.folder / "rules.smk"
+        self.notebooks = {
+            name: Notebook(
+                name,
+                self.folder / "notebooks" / f"{name}.ipynb",
+                spec.get("inputs", {}),
+                tuple(spec.get("config", ())),
+                spec.get("requires", {}),
+                spec.get("because", ""),
+            )
+            for name, spec in table["notebooks"].items()
+        }
+        self.items = [
+            Item(
+                row["id"],
+                row["title"],
+                row["notebook"],
+                row["category"],
+                tuple(self._output(o) for o in row["outputs"]),
+                row.get("claim"),
+                row.get("paper", True),
+            )
+            for row in table["items"]
+        ]
+        self.claims = [
+            Claim(
+                row["id"],
+                row["statement"],
+                row["paper"],
+                row["notebook"],
+                row["category"],
+                self._output({"table": row["table"], **({"caption": row["caption"]} if "caption" in row else {})}),
+            )
+            for row in table["claims"]
+        ]
+        self._check()
+
+    def _output(self, spec: dict) -> Output:
+        kind = "figure" if "figure" in spec else "table"
+        name = spec[kind]
+        return Output(self.id, name, kind, self.folder / "captions" / spec.get("caption", f"{name}.rst"))
+
+    def _check(self) -> None:
+        problems = []
+        for row in [*self.items, *self.claims]:
+            if row.notebook not in self.notebooks:
+                problems.append(f"{row.id}: no notebook {row.notebook!r} in notebooks")
+        claims = {c.id for c in self.claims}
+        problems += [f"{i.id}: no claim {i.claim!r} in claims" for i in self.items if i.claim and i.claim not in claims]
+        outputs = [o for o in self.outputs()]
+        for output in outputs:
+            if not output.caption.is_file():
+                problems.append(f"{output.name}: no caption {output.caption}")
+        files = [f for o in outputs for f in o.files().values()]
+        problems += [f"{f} is written twice" for f in sorted({f for f in files if files.count(f) > 1})]
+        ids = [i.id for i in self.items] + [c.id for c in self.claims]
+        problems += [f"{i} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+        for notebook in self.notebooks.values():
+            if not notebook.source.is_file():
+                problems.append(f"notebook {notebook.name}: no {notebook.source}")
+        if problems:
+            raise StudyError(f"{self.folder / 'study.yaml'}: " + "; ".join(problems))
+
+    # --------------------------------------------------------------------------------------------- outputs
+
+    def report_entries(self, notebook: str | None = None) -> list[tuple[Output, str, str]]:
+        """(output, category, label) of every output (of one notebook), in table order; the label is the item's id
+        or "Claim <id>"."""
+        rows = [(i, o, i.id) for i in self.items for o in i.outputs] + [(c, c.table, f"Claim {c.id}") for c in self.claims]
+        return [(o, row.category, label) for row, o, label in rows if notebook in (None, row.notebook)]
+
+    def outputs(self, notebook: str | None = None) -> list[Output]:
+        """Every output (of one notebook), in table order."""
+        return [output for output, _, _ in self.report_entries(notebook)]
+
+    def results(self, path: str) -> str:
+        return f"{RESULTS}/{self.id}/{path}"
+
+    def executed(self, notebook: str) -> str:
+        """Where the executed copy of a notebook goes."""
+        return self.results(f"notebooks/{notebook}.ipynb")
+
+    # ------------------------------------------------------------------------------------------ conditions
+
+    def unmet(self, notebook: str, config: dict) -> str | None:
+        """Why a notebook (and every item it renders) does not apply to ``config``; None when it does."""
+        spec = self.notebooks[notebook]
+        section = config[self.id]
+        for key, allowed in spec.requires.items():
+            if not _holds(_lookup(section, key), allowed):
+                scope = "model" if key.startswith("model.") else "configuration"
+                needs = allowed if allowed == "set" else " or ".join(map(str, allowed))
+                reason = f"{self.id}.{key} is {_lookup(section, key)!r}, not {needs}"
+                return f"not applicable to this {scope}: {reason}" + (f" ({spec.because})" if spec.because else "")
+        return None
+
+    def runnable(self, config: dict) -> list[Notebook]:
+        return [nb for nb in self.notebooks.values() if self.unmet(nb.name, config) is None]
+
+    # ----------------------------------------------------------------------------------------------- inputs
+
+    def runs(self, config: dict) -> list[dict]:
+        """Every (task, seed) the study's section runs, task-major."""
+        section = config[self.id]
+        return [{"task": t, "seed": s} for t, s in itertools.product(section.get("tasks", []), section.get("seeds", []))]
+
+    def expand(self, pattern: str, config: dict) -> list[str] | str:
+        """``results/<study>/<pattern>``: one path per run when it names {task} and {seed}, one per seed when it
+        names {seed} only, else a single path."""
+        path = self.results(pattern)
+        if "{task}" in pattern:
+            return [path.format(**run) for run in self.runs(config)]
+        if "{seed}" in pattern:
+            return [path.format(seed=s) for s in config[self.id].get("seeds", [])]
+        return path
+
+    def notebook_inputs(self, notebook: str, config: dict) -> dict[str, list[str] | str]:
+        """A notebook's named input files that apply to ``config`` (``wall_times`` inputs are left to the workflow,
+        which knows which jobs ran: :meth:`wall_time_inputs`)."""
+        inputs = {}
+        for name, spec in self.notebooks[notebook].inputs.items():
+            if isinstance(spec, str):
+                inputs[name] = self.expand(spec, config)
+            elif "path" in spec and condition_holds(spec.get("when", {}), config[self.id]):
+                inputs[name] = self.expand(spec["path"], config)
+        return inputs
+
+    def wall_time_inputs(self, notebook: str) -> list[str]:
+        """The names of a notebook's inputs that are the wall-time files of the study's jobs."""
+        return [name for name, spec in self.notebooks[notebook].inputs.items() if isinstance(spec, dict) and spec.get("wall_times")]
+
+    def analysis_files(self, config: dict) -> list[str]:
+        """Every file the runnable notebooks read: the outputs of the study's jobs."""
+        files = []
+        for notebook in self.runnable(config):
+            for value in self.notebook_inputs(notebook.name, config).values():
+                files += [value] if isinstance(value, str) else value
+        return list(dict.fromkeys(files))
+
+    def provenance_files(self, kind: str, config: dict) -> list[str]:
+        """The files of ``kind`` (``datasets``: dataset records, ``checkpoints``: checkpoint indexes) the manifest
+        records, as the table's ``provenance`` lists them."""
+        files = []
+        for pattern in self.provenance.get(kind, []):
+            value = self.expand(pattern, config)
+            files += [value] if isinstance(value, str) else value
+        return files
+
+    def notebook_parameters(self, notebook: str, config: dict) -> dict:
+        """The config values a notebook is given: tasks and seeds, and those its ``config`` list names."""
+        section = config[self.id]
+        values = {key: section[key] for key in ("tasks", "seeds") if key in section}
+        values.update({key.split(".")[-1]: _lookup(section, key) for key in self.notebooks[notebook].config})
+        return values
+
+    # ------------------------------------------------------------------------------------------------ plan
+
+    def plan(self, config: dict) -> dict:
+        """What the report shows of this study, as JSON: every item and claim, applicable or not (and why), with
+        its files and captions, and the executed notebooks."""
+
+        def files(outputs):
+            return [{"kind": o.kind, "name": o.name, "files": o.files(), "caption": str(o.caption)} for o in outputs]
+
+        def status(notebook):
+            reason = self.unmet(notebook, config)
+            return {"applicable": reason is None, "reason": reason or ""}
+
+        return {
+            "id": self.id,
+            "name": self.name,
+            "title": self.title,
+            "source": self.source,
+            "items": [
+                {"id": i.id, "key": i.key, "title": i.title, "category": i.category, "claim": i.claim,
+                 "paper": i.paper, "outputs": files(i.outputs), **status(i.notebook)}
+                for i in self.items
+            ],  # fmt: skip
+            "claims": [
+                {"id": c.id, "statement": c.statement, "paper": c.paper, "outputs": files([c.table]), **status(c.notebook)}
+                for c in self.claims
+            ],
+            "notebooks": [self.executed(nb.name) for nb in self.runnable(config)],
+        }
+
+
+@functools.cache
+def load(study_id: str) -> Study:
+    return Study(study_id)

@@ -1,0 +1,48 @@
+"""Wall times of a run's jobs, from Snakemake's ``benchmark:`` files, and the machine they ran on."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = ["rule", "stage", "task", "seed", "seconds"]
+
+
+def read_benchmarks(paths: Iterable[str | Path], stages: Mapping[str, str] = {}) -> pd.DataFrame:
+    """Wall seconds of benchmark files named ``<rule>/<task>-seed<seed>.tsv`` or ``<rule>.tsv`` (in a folder named
+    ``benchmarks``); ``stages`` groups rules into the stages of a compute table (a rule not named is its own)."""
+    rows = []
+    for path in map(Path, paths):
+        seconds = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+        if path.parent.name == "benchmarks":
+            rule, task, seed = path.stem, "all", None
+        else:
+            rule = path.parent.name
+            task, _, seed = path.stem.rpartition("-seed")
+        rows.append({"rule": rule, "stage": stages.get(rule, rule), "task": task, "seed": seed, "seconds": seconds})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def duration(seconds: float) -> str:
+    """'1 h 5 min', '3 min 20 s', '12 s'; empty for NaN."""
+    if not np.isfinite(seconds):
+        return ""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else (f"{minutes} min {secs} s" if minutes else f"{secs} s")
+
+
+def hardware_description(devices: Iterable[str]) -> str:
+    """This machine's processor and the devices the training runs used."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"
