@@ -1,0 +1,138 @@
+"""CONTRIBUTING.md's recipes, each done as the recipe says on a toy study (tests/toy_study/) in a copy of the
+repository, and run through the real workflow: add a study, a figure, a task, a position scheme."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import REPO, TINY, copy_repo, planned_jobs, snakemake
+
+TOY = REPO / "tests" / "toy_study"
+pytestmark = pytest.mark.slow
+
+
+def commit(workdir) -> None:
+    """Commit the recipe's edits, as a contributor would before running (the report version names the commit)."""
+    for command in (["add", "-A"], ["commit", "-q", "-m", "recipe"]):
+        subprocess.run(["git", "-C", str(workdir), *command], check=True, capture_output=True)
+
+
+def toy_config(workdir, **section) -> tuple:
+    path = workdir / "toy.yaml"
+    path.write_text(yaml.safe_dump({"studies": ["toy"], "toy": section}))
+    return (path,)
+
+
+def report_of(workdir, version_glob="*"):
+    """The newest report version of a run."""
+    return max((workdir / "reports").glob(version_glob), key=lambda p: p.stat().st_mtime)
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """Recipe "add a study": the toy study's folder copied in, switched on in the config, and run."""
+    workdir = copy_repo(tmp_path_factory.mktemp("toy"))
+    shutil.copytree(TOY, workdir / "workflow" / "posym" / "studies" / "toy")
+    snakemake(workdir, configfiles=toy_config(workdir))
+    return workdir
+
+
+def copy_of(toy_run, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(toy_run, workdir, symlinks=True)
+    return workdir
+
+
+def test_a_new_study_is_one_folder_and_one_config_section(toy_run):
+    report = report_of(toy_run)
+    html = (report / "index.html").read_text()
+    assert "Toy study: A toy study that follows the recipes of CONTRIBUTING.md" in html
+    assert html.count(">rendered</a>") == 1 and 'src="toy/figures/toy_accuracy.png"' in html
+    assert (report / "toy" / "tables" / "claims_T1.csv").is_file()
+    assert (toy_run / "results" / "toy" / "train" / "first_token" / "seed0" / "checkpoints.json").is_file()
+    assert not (toy_run / "results" / "a").exists()  # paper A is off
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert set(manifest["studies"]) == {"toy"} and manifest["config"]["report"]["title"] == "posym: toy study reproduced"
+
+
+def test_studies_run_side_by_side_in_one_dag(toy_run, tmp_path):
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump({"studies": ["a", "toy"]}))
+    jobs = planned_jobs(snakemake(toy_run, "-n", configfiles=(TINY, both)))
+    assert jobs["train"] == 2 and jobs["report"] == 1  # paper A's two runs (tiny); the toy's one is done
+    assert jobs.get("toy_notebook_summary", 0) == 0 and jobs["a_notebook_scores"] == 1
+
+
+def test_a_new_figure_is_a_row_a_cell_and_a_caption(toy_run, tmp_path):
+    workdir = copy_of(toy_run, tmp_path)
+    study = workdir / "workflow" / "posym" / "studies" / "toy"
+    table = yaml.safe_load((study / "study.yaml").read_text())
+    table["items"].append(
+        {"id": "Fig 2", "title": "Final accuracy", "notebook": "summary", "category": "Training", "outputs": [{"figure": "toy_final_bars"}]}
+    )
+    (study / "study.yaml").write_text(yaml.safe_dump(table, sort_keys=False, allow_unicode=True))
+    notebook = json.loads((study / "notebooks" / "summary.ipynb").read_text())
+    cell = 'fig, ax = plt.subplots()\nax.bar(range(len(last)), last["accuracy"])\nfigures.save_figure(fig, outputs["toy_final_bars"])'
+    notebook["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": cell})
+    (study / "notebooks" / "summary.ipynb").write_text(json.dumps(notebook))
+    (study / "captions" / "toy_final_bars.rst").write_text("Final test accuracy per task and seed, as bars.")
+    commit(workdir)
+
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=toy_config(workdir)))
+    assert jobs == {"toy_notebook_summary": 1, "report": 1, "all": 1}  # no data, no training
+    snakemake(workdir, configfiles=toy_config(workdir))
+    report = report_of(workdir)
+    html = (report / "index.html").read_text()
+    assert (report / "toy" / "figures" / "toy_final_bars.png").stat().st_size > 1000
+    assert "Final test accuracy per task and seed, as bars." in html and html.count(">rendered</a>") == 2
+
+
+def test_a_new_task_is_one_file(toy_run, tmp_path):
+    workdir = copy_of(toy_run, tmp_path)
+    (workdir / "workflow" / "posym" / "studies" / "toy" / "tasks" / "second_token.py").write_text(
+        '"""A toy task: the answer is the second symbol."""\n\n'
+        "from .first_token import FirstToken\n\n\n"
+        "class SecondToken(FirstToken):\n"
+        '    name = "second_token"\n'
+        "    answer_position = 1\n\n\n"
+        "TASK = SecondToken()\n"
+    )
+    commit(workdir)
+    config = toy_config(workdir, tasks=["first_token", "second_token"])
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=config))
+    assert jobs["split"] == 2 and jobs["train"] == 1 and jobs["evaluate_test"] == 1  # the new task's only
+    snakemake(workdir, configfiles=config)
+    final = (report_of(workdir) / "toy" / "tables" / "toy_final_accuracy.csv").read_text()
+    assert "second_token" in final and "first_token" in final
+    # A task name no study defines is refused by its key, before any job runs.
+    result = snakemake(workdir, "-n", configfiles=toy_config(workdir, tasks=["third_token"]), check=False)
+    assert result.returncode != 0 and "'toy.tasks.0': 'third_token' is not a task of study toy" in result.stdout + result.stderr
+
+
+def test_a_new_position_scheme_is_a_class_and_a_name(toy_run, tmp_path):
+    workdir = copy_of(toy_run, tmp_path)
+    with open(workdir / "workflow" / "posym" / "positions.py", "a") as positions:
+        positions.write(
+            '\n\n@register("shifted_rope")\n'
+            "class ShiftedRope(Rope):\n"
+            '    """RoPE whose positions start at 100: the same relative angles, other absolute ones."""\n\n'
+            "    def rotate(self, x, positions):\n"
+            "        return super().rotate(x, positions + 100)\n"
+        )
+    schema_path = workdir / "workflow" / "posym" / "studies" / "toy" / "schema.yaml"
+    schema = yaml.safe_load(schema_path.read_text())
+    schema["properties"]["model"]["properties"]["position"]["enum"].append("shifted_rope")
+    schema_path.write_text(yaml.safe_dump(schema, sort_keys=False, allow_unicode=True))
+    commit(workdir)
+    config = toy_config(workdir, model={"position": "shifted_rope"})
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=config))
+    assert jobs["train"] == 1 and "split" not in jobs  # a model setting retrains, the data stay
+    snakemake(workdir, configfiles=config)
+    index = json.loads((workdir / "results" / "toy" / "train" / "first_token" / "seed0" / "checkpoints.json").read_text())
+    assert index["model"]["position"] == "shifted_rope"
+    assert (report_of(workdir) / "toy" / "tables" / "claims_T1.csv").is_file()

@@ -1,0 +1,1 @@
+"""The toy study's tasks, one module each."""
