@@ -132,7 +132,7 @@ def test_tiny_pipeline_through_slurm_matches_a_local_run(slurm_cluster, tmp_path
     assert all("TresPerJob" not in job for rule, job in jobs.values() if rule != "train")
 
     # The training job saw the GPU SLURM gave it (a fake one: torch finds no CUDA and trains on the CPU).
-    train_log = (on_slurm / "logs/train/number/seed0.log").read_text()
+    train_log = (on_slurm / "logs/a/train/number/seed0.log").read_text()
     assert "device cpu, CUDA_VISIBLE_DEVICES=0" in train_log, train_log[:2000]
 
     # The same results as a local run, byte for byte.
