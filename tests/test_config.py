@@ -93,11 +93,20 @@ def test_the_version_hash_of_paper_a_configs_is_unchanged(variants):
     assert config.digest(config.canonical(validated)) == VERSION_HASHES[variants]
 
 
+SCHEMA_KEYWORDS = {
+    "description", "type", "default", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "items", "minItems", "maxItems", "uniqueItems", "contains", "properties", "additionalProperties", "minProperties",
+    "propertyNames", "required", "maxLength", "minLength", "pattern", "oneOf", "anyOf", "allOf", "not", "$ref",
+}  # fmt: skip
+
+
 def test_every_schema_key_has_a_description_and_a_default():
     def walk(node, path):
         for name, sub in node.get("properties", {}).items():
             here = f"{path}.{name}".lstrip(".")
             assert "description" in sub, here
+            # A flow mapping whose unquoted description holds ", " splits into stray keys: only keywords may appear.
+            assert set(sub) <= SCHEMA_KEYWORDS, f"{here}: not schema keywords: {sorted(set(sub) - SCHEMA_KEYWORDS)}"
             # a study's section is filled when the study runs (config.validate), so it has no default itself
             assert "default" in sub or here in study.known(), here
             if sub.get("type") in ("integer", "number") or "integer" in sub.get("type", []):

@@ -2,7 +2,8 @@
 
 A checkpoint ``step-NNNNNN/`` holds
 
-* ``model.safetensors``, ``config.json`` — loadable as is by ``GPTJForCausalLM.from_pretrained``;
+* ``model.safetensors``, ``config.json`` — the model's weights and settings (:mod:`posym.architectures`); for
+  the core's GPT-J, loadable as is by ``GPTJForCausalLM.from_pretrained``;
 * ``vocab.json`` — the token strings, id order;
 * ``progress.json`` — evaluation rows and the training log since the previous checkpoint;
 * ``checksums.json`` — sha256 of each file above, checked on every load;
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, write_json
-from .model import ModelConfig, PosymModel
+from . import architectures
 
 STEP_DIR = re.compile(r"^step-(\d{6,})$")
 VERIFIED_FILES = ("model.safetensors", "config.json", "vocab.json", "progress.json")
@@ -44,7 +45,7 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
 def write_checkpoint(
     root: Path,
     step: int,
-    model: PosymModel,
+    model,
     member: int,
     vocab: list[str],
     progress: dict,
@@ -53,8 +54,8 @@ def write_checkpoint(
     """Publish step-NNNNNN under root for one member of ``model``; returns its path."""
     target = step_dir(root, step)
     with atomic_directory(target) as tmp:
-        save_tensors(tmp / "model.safetensors", model.hf_state_dict(member), metadata={"format": "pt"})
-        write_json(tmp / "config.json", model.hf_config())
+        save_tensors(tmp / "model.safetensors", model.checkpoint_tensors(member), metadata={"format": "pt"})
+        write_json(tmp / "config.json", model.checkpoint_config())
         write_json(tmp / "vocab.json", list(vocab))
         write_json(tmp / "progress.json", progress)
         checksums = {name: sha256_file(tmp / name) for name in VERIFIED_FILES}
@@ -95,17 +96,17 @@ def verify(directory: Path, names: tuple[str, ...] = VERIFIED_FILES) -> dict[str
     return checksums
 
 
-def load_model(directory: Path, device: str | torch.device = "cpu") -> tuple[PosymModel, list[str]]:
-    """The single-member model and vocabulary stored in a verified checkpoint."""
+def load_model(directory: Path, device: str | torch.device = "cpu"):
+    """The single-member model (the architecture its config.json names) and vocabulary of a verified checkpoint."""
     directory = Path(directory)
     verify(directory)
-    hf_config = read_json(directory / "config.json")
+    saved = read_json(directory / "config.json")
     try:
-        config = ModelConfig.from_dict(hf_config["posym"]["model"])
+        config = architectures.from_checkpoint(saved["posym"])
     except (KeyError, TypeError, ValueError) as err:
         raise IntegrityError(directory / "config.json", f"no usable posym model settings ({err})") from err
-    model = PosymModel(config)
-    model.load_hf_state_dict(load_tensors(directory / "model.safetensors"))
+    model = config.build()
+    model.load_checkpoint_tensors(load_tensors(directory / "model.safetensors"))
     return model.to(device).eval(), read_json(directory / "vocab.json")
 
 
@@ -144,7 +145,7 @@ def load_index(path: Path) -> dict:
     return index
 
 
-def load_final_model(index_path: Path) -> tuple[PosymModel, list[str], dict]:
+def load_final_model(index_path: Path):
     """The newest checkpoint of a training job (from its checkpoints.json, every checkpoint checked)
     with its vocabulary and its index entry."""
     index = load_index(index_path)

@@ -48,8 +48,10 @@ def settings(args: argparse.Namespace, study: str, *keys: str) -> dict:
 def cmd_data(args) -> None:
     from . import datasets, tasks
 
-    data, record = tasks.get(args.task).generate(args.split, args.n, args.seed)
-    datasets.save_split(args.out, data, {"split": args.split, "n": args.n, "base_seed": args.seed, **record})
+    options = json.loads(args.options) if args.options else {}
+    data, record = tasks.get(args.task).generate(args.split, args.n, args.seed, options)
+    generator = {"split": args.split, "n": args.n, "base_seed": args.seed, **({"options": options} if options else {}), **record}
+    datasets.save_split(args.out, data, generator)
     log.info("%s %s: %d samples, seed %s -> %s", args.task, args.split, args.n, record.get("seed", args.seed), args.out)
 
 
@@ -58,13 +60,14 @@ def cmd_export_samples(args) -> None:
 
     task = tasks.get(args.task)
     data_settings = settings(args, task.study, "data")["data"]
-    size = args.split_size if args.split_size is not None else data_settings[f"{args.split}_samples"]
+    own = data_settings.get(task.name, {})  # the task's own subsection: sizes and generator options
+    size = args.split_size if args.split_size is not None else {**data_settings, **own}[f"{args.split}_samples"]
     if args.n > size:
         raise SystemExit(f"--n {args.n} exceeds the {args.split} split's {size} samples")
     seed = args.seed if args.seed is not None else data_settings["seed_offset"]
-    data = task.head(args.split, size, seed, args.n)
+    data = task.head(args.split, size, seed, args.n, {k: v for k, v in own.items() if not k.endswith("_samples")})
     for row in range(args.n):
-        sample = {"tokens": task.vocabulary.decode(data.tokens[row]), "label": task.vocabulary.tokens[data.labels[row]]}
+        sample = {"tokens": task.vocabulary.decode(data.tokens[row]), "label": task.label_text(data.labels[row])}
         sample.update({name: int(data.arrays[name][row]) for name in task.arrays})
         print(json.dumps(sample))
 
@@ -73,8 +76,7 @@ def cmd_export_samples(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from . import datasets, tasks
-    from .model import ModelConfig
+    from . import architectures, datasets, tasks
     from .train import Run, TrainConfig, train
 
     task = tasks.get(args.task)
@@ -84,10 +86,12 @@ def cmd_train(args) -> None:
         meta = {"task": args.task, "train_data": str(args.train_data), "test_data": str(args.test_data)}
     else:
         base = section["data"]["seed_offset"] + args.seed
-        train_data, _ = task.generate("train", section["data"]["train_samples"], base)
-        test_data, _ = task.generate("test", section["data"]["test_samples"], base)
+        data = {**section["data"], **section["data"].get(task.name, {})}  # the task's own subsection, if any
+        options = {k: v for k, v in section["data"].get(task.name, {}).items() if not k.endswith("_samples")}
+        train_data, _ = task.generate("train", data["train_samples"], base, options)
+        test_data, _ = task.generate("test", data["test_samples"], base, options)
         meta = {"task": args.task, "data_seed": base}
-    model_config = ModelConfig(vocab_size=len(task.vocabulary), **section["model"])
+    model_config = architectures.model_config(task.study, len(task.vocabulary), section["model"])
     run = Run(seed=args.seed, train=train_data, test=test_data, out=Path(args.out), meta=meta)
     train([run], model_config, TrainConfig.from_dict(section["train"]), list(task.vocabulary.tokens))
 
@@ -173,6 +177,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--split", choices=["train", "val", "test"], required=True)
     s.add_argument("--n", type=int, required=True)
     s.add_argument("--seed", type=int, required=True, help="dataset seed (paper A's splits add their own offsets, spec §A2)")
+    s.add_argument("--options", help="JSON of the task's generator options (its subsection of the study's data section)")
     s.add_argument("--out", type=Path, required=True, help="the .safetensors file; metadata goes beside it as .json")
     s.set_defaults(func=cmd_data)
 

@@ -51,10 +51,15 @@ def to_markdown(frame: pd.DataFrame, floatfmt: str = ".3f") -> str:
 def read_runs(paths: Iterable[str | Path], tasks: Iterable[str], seeds: Iterable[int], text: Iterable[str] = ()) -> pd.DataFrame:
     """Concatenate per-run tables given in task-major order (as a notebook's inputs are), adding ``task`` and
     ``seed`` columns; the columns named in ``text`` are read as strings (paper A's ``hop``: '1'..'4', 'all')."""
-    pairs = [(t, s) for t in tasks for s in seeds]
-    paths = list(paths)
-    if len(paths) != len(pairs):
-        raise ValueError(f"{len(paths)} tables for {len(pairs)} task x seed runs")
+    return read_run_tables(paths, [{"task": t, "seed": s} for t in tasks for s in seeds], text)
+
+
+def read_run_tables(paths: Iterable[str | Path], runs: Iterable[Mapping], text: Iterable[str] = ()) -> pd.DataFrame:
+    """Concatenate per-run tables, one per run in ``runs`` order, each with its run's keys as columns (``task``,
+    ``seed``, and ``variant`` for a study that trains variants: the ``runs`` a notebook is given)."""
+    runs, paths = list(runs), list(paths)
+    if len(paths) != len(runs):
+        raise ValueError(f"{len(paths)} tables for {len(runs)} runs")
     dtype = {column: str for column in text}
-    frames = [pd.read_csv(p, dtype=dtype).assign(task=t, seed=s) for p, (t, s) in zip(paths, pairs)]
+    frames = [pd.read_csv(p, dtype=dtype).assign(**run) for p, run in zip(paths, runs)]
     return pd.concat(frames, ignore_index=True)

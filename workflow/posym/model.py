@@ -101,6 +101,9 @@ class ModelConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def build(self, members: int = 1) -> "PosymModel":
+        return PosymModel(self, members)
+
 
 # --------------------------------------------------------------------------- attention
 
@@ -114,17 +117,20 @@ def attention(
     k_positions: torch.Tensor,
     *,
     scale: float | None = None,
+    causal: bool = True,
+    key_mask: torch.Tensor | None = None,
     explicit: bool = True,
     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
     hook: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Causal multi-head attention of queries (..., H, Tq, dh) over keys/values (..., H, Tk, dh).
+    """Multi-head attention of queries (..., H, Tq, dh) over keys/values (..., H, Tk, dh); returns (..., H, Tq, dh).
 
-    Query i sits at ``q_positions[i]`` and attends to every key at a position ≤ its own. With
-    ``explicit`` the logits and the pattern are materialised (needed for the hooks that read them
-    and for dropout driven by our own generators); otherwise PyTorch's fused kernel computes the
-    same values. On either path ``hook_q`` / ``hook_k`` see the queries and keys before the position
-    scheme rotates them and ``hook_rot_q`` / ``hook_rot_k`` after (TransformerLens's names).
+    Query i sits at ``q_positions[i]``; with ``causal`` it attends to every key at a position ≤ its own, else
+    to every key. ``key_mask`` (..., Tk), when given, marks the keys that may be attended to (False: padding).
+    With ``explicit`` the logits and the pattern are materialised (needed for the hooks that read them and for
+    dropout driven by our own generators); otherwise PyTorch's fused kernel computes the same values. On
+    either path ``hook_q`` / ``hook_k`` see the queries and keys before the position scheme rotates them,
+    ``hook_rot_q`` / ``hook_rot_k`` after, and ``hook_z`` each head's output (TransformerLens's names).
     """
     if hook is not None:
         q, k = hook("hook_q", q), hook("hook_k", k)
@@ -134,32 +140,58 @@ def attention(
         q, k = hook("hook_rot_q", q), hook("hook_rot_k", k)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     bias = scheme.score_bias(q_positions, k_positions)
-    future = k_positions[None, :] > q_positions[:, None]
+    future = k_positions[None, :] > q_positions[:, None] if causal else None
+    hidden = None if key_mask is None else ~key_mask[..., None, None, :]
     if not explicit:
-        # PyTorch's fused kernels take 4-d inputs and no mask (is_causal) or they fall back to
-        # its slow reference path: flatten the member and batch axes, and name the plain causal case.
-        lead = q.shape[:-3]
-        q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
-        if bias is None and not future.any():
-            out = F.scaled_dot_product_attention(q, k, v, scale=scale)
-        elif bias is None and torch.equal(q_positions, k_positions):
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        out = _fused_attention(q, k, v, scale, bias, future, hidden, same_positions=torch.equal(q_positions, k_positions))
+    else:
+        scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+        if bias is not None:
+            scores = scores + bias.to(scores.dtype)  # at bf16 a float32 bias would widen every logit
+        if future is not None:
+            scores = scores.masked_fill(future, float("-inf"))
+        if hidden is not None:
+            scores = scores.masked_fill(hidden, float("-inf"))
+        if hook is not None:
+            scores = hook("hook_attn_scores", scores)
+        pattern = torch.softmax(scores, dim=-1)
+        if hook is not None:
+            pattern = hook("hook_pattern", pattern)
+        if dropout is not None:
+            pattern = dropout(pattern)
+        out = torch.matmul(pattern, v)
+    return out if hook is None else hook("hook_z", out)
+
+
+def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool) -> torch.Tensor:
+    """PyTorch's fused attention. Its fast kernels take 4-d inputs and no mask (or ``is_causal``), or they fall
+    back to its slow reference path: flatten the leading axes, and name the plain causal case."""
+    lead, heads, (tq, tk) = q.shape[:-3], q.shape[-3], (q.shape[-2], k.shape[-2])
+    q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
+    if bias is None and hidden is None and (future is None or not future.any()):
+        out = F.scaled_dot_product_attention(q, k, v, scale=scale)
+    elif bias is None and hidden is None and same_positions:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    else:
+        mask = None
+        for blocked in (future, hidden):
+            if blocked is not None:
+                part = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill(blocked, float("-inf"))
+                mask = part if mask is None else mask + part
+        if bias is not None:
+            mask = bias if mask is None else mask + bias
+        if mask.dim() <= 3:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         else:
-            mask = torch.zeros(future.shape, dtype=q.dtype, device=q.device).masked_fill(future, float("-inf"))
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if bias is None else mask + bias, scale=scale)
-        return out.reshape(*lead, *out.shape[-3:])
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
-    if bias is not None:
-        scores = scores + bias
-    scores = scores.masked_fill(future, float("-inf"))
-    if hook is not None:
-        scores = hook("hook_attn_scores", scores)
-    pattern = torch.softmax(scores, dim=-1)
-    if hook is not None:
-        pattern = hook("hook_pattern", pattern)
-    if dropout is not None:
-        pattern = dropout(pattern)
-    return torch.matmul(pattern, v)
+            # A mask per member (a learned bias) or per sample (a key mask): one call per member, its mask
+            # broadcast over the batch rather than copied for every sample.
+            members = lead[0] if len(lead) > 1 else 1
+            q, k, v = (t.view(members, -1, *t.shape[-3:]) for t in (q, k, v))
+            mask = mask.reshape(-1, *mask.shape[-4:]) if mask.dim() > 4 else mask[None]
+            out = torch.stack(
+                [F.scaled_dot_product_attention(q[m], k[m], v[m], attn_mask=mask[m if len(mask) > 1 else 0], scale=scale) for m in range(members)]
+            )
+    return out.reshape(*lead, *out.shape[-3:])
 
 
 # --------------------------------------------------------------------------- dropout
@@ -360,7 +392,7 @@ class PosymModel(nn.Module):
         """Run ``layers`` (default all) of blocks on the residual stream x (S, B, T, D)."""
         layers = layers if layers is not None else range(self.config.n_layer)
         for layer in layers:
-            hook = _layer_hook(hooks, layer)
+            hook = layer_hook(hooks, layer)
             if hook is not None:
                 x = hook("hook_resid_pre", x)
             last = last_only and layer == self.config.n_layer - 1
@@ -398,7 +430,7 @@ class PosymModel(nn.Module):
         cache = {}
         if positions is None:
             positions = torch.arange(resid.shape[2], device=resid.device)
-        hook = _layer_hook({f"blocks.{layer}.attn.hook_pattern": lambda t: cache.setdefault("p", t)}, layer)
+        hook = layer_hook({f"blocks.{layer}.attn.hook_pattern": lambda t: cache.setdefault("p", t)}, layer)
         self.blocks[layer](resid, self.position, positions, hook=hook)
         return cache["p"]
 
@@ -409,6 +441,20 @@ class PosymModel(nn.Module):
             for (name, param), (_, source) in zip(single.named_parameters(), self.named_parameters()):
                 param.copy_(source[m : m + 1])
         return single.to(self.wte.device)
+
+    # ---- training and checkpoints (the interface of posym.architectures)
+    def decays(self, name: str) -> bool:
+        """HF Trainer decays every parameter except biases and LayerNorm weights."""
+        return not (name.endswith("bias") or "ln_" in name)
+
+    def checkpoint_tensors(self, m: int = 0) -> dict[str, torch.Tensor]:
+        return self.hf_state_dict(m)
+
+    def load_checkpoint_tensors(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
+        self.load_hf_state_dict(state, m)
+
+    def checkpoint_config(self) -> dict:
+        return self.hf_config()
 
     # ---- HF GPT-J weight layout
     def hf_state_dict(self, m: int = 0) -> dict[str, torch.Tensor]:
@@ -491,7 +537,7 @@ _HF_BLOCK_NAMES = {
 }
 
 
-def _layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
+def layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
     """Adapt the user's {full name: fn} hooks to the names seen inside block ``layer``."""
     if not hooks:
         return None
@@ -513,7 +559,7 @@ def _layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
 
 
 #: The hook points of block ``l`` are ``blocks.<l>.<name>``; shapes keep posym's member axis first:
-#: q/k (members, batch, heads, positions, d_head), scores and pattern (members, batch, heads, query, key).
+#: q/k/z (members, batch, heads, positions, d_head), scores and pattern (members, batch, heads, query, key).
 HOOK_POINTS = (
     "hook_resid_pre",
     "attn.hook_q",
@@ -522,5 +568,6 @@ HOOK_POINTS = (
     "attn.hook_rot_k",
     "attn.hook_attn_scores",
     "attn.hook_pattern",
+    "attn.hook_z",
     "hook_resid_post",
 )

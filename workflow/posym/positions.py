@@ -1,13 +1,20 @@
-"""Position schemes: how position enters attention (NoPE, RoPE, ALiBi, and the schemes studies add).
+"""Position schemes: how position enters attention (NoPE, RoPE, ALiBi, absolute encodings, T5 biases, ...).
 
 A scheme may rotate queries and keys (RoPE), add a bias to the attention logits (ALiBi, T5) or add an
 input embedding (absolute encodings); the model's attention calls all three hooks and never asks which
 scheme it runs. A new scheme is a subclass registered under a name with :func:`register`; a study's config
 schema lists the names it supports (``model.position``).
+
+Schemes with learned parameters keep a leading *member* axis like the models (several packed runs):
+``embedding`` then returns (members, 1, T, d_model) and ``score_bias`` (members, 1, H, Tq, Tk); fixed schemes
+return (T, d_model) and (H, Tq, Tk). Both broadcast over a model's (members, batch, ...) tensors. A model
+that keeps one scheme per layer (paper B's encoder) builds the input embedding from a scheme that ``embeds``
+and the per-layer ones only for schemes that ``attend``, so no parameter goes unused.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -30,13 +37,16 @@ def register(name: str) -> Callable[[type["PositionScheme"]], type["PositionSche
     return add
 
 
-def build(config) -> "PositionScheme":
-    """The scheme a model config names (``config.position``), built for that model."""
+def get(name: str) -> type["PositionScheme"]:
     try:
-        scheme = POSITION_SCHEMES[config.position]
+        return POSITION_SCHEMES[name]
     except KeyError:
-        raise ValueError(f"position={config.position!r}: expected one of {sorted(POSITION_SCHEMES)}") from None
-    return scheme.from_config(config)
+        raise ValueError(f"position={name!r}: expected one of {sorted(POSITION_SCHEMES)}") from None
+
+
+def build(config, members: int = 1) -> "PositionScheme":
+    """The scheme a model config names (``config.position``), built for that model (and ``members`` packed runs)."""
+    return get(config.position).from_config(config, members)
 
 
 class PositionScheme(nn.Module):
@@ -45,15 +55,22 @@ class PositionScheme(nn.Module):
     name: str = ""
     #: Whether :meth:`rotate` turns queries and keys by position-dependent orthogonal maps (R_p⁻¹ = R_{−p}).
     rotary: bool = False
+    #: Whether :meth:`embedding` adds something to the input.
+    embeds: bool = False
+    #: Whether the scheme acts inside attention (:meth:`rotate` or :meth:`score_bias`).
+    attends: bool = False
 
     @classmethod
-    def from_config(cls, config) -> "PositionScheme":
-        """The scheme for a :class:`posym.model.ModelConfig` (schemes with parameters read them from it)."""
+    def from_config(cls, config, members: int = 1) -> "PositionScheme":
+        """The scheme for a model config (schemes with parameters read their sizes from it)."""
         return cls()
 
     @classmethod
     def check(cls, config) -> None:
         """Raise ``ValueError`` when ``config`` does not suit this scheme."""
+
+    def initialise_member(self, m: int, generator: torch.Generator) -> None:
+        """Draw member m's parameters from ``generator`` (schemes with parameters override this)."""
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Position-dependent map applied to queries and keys, shape (..., T, head_dim)."""
@@ -83,7 +100,7 @@ class Rope(PositionScheme):
     ``x * cos + rotate_every_two(x) * sin``.
     """
 
-    rotary = True
+    rotary = attends = True
 
     def __init__(self, head_dim: int, rotary_dim: int, base: float = 10000.0, frequencies: torch.Tensor | None = None):
         super().__init__()
@@ -98,7 +115,7 @@ class Rope(PositionScheme):
         self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
-    def from_config(cls, config) -> "Rope":
+    def from_config(cls, config, members: int = 1) -> "Rope":
         return cls(config.head_dim, _rotary_dim(config), config.rope_base)
 
     @classmethod
@@ -127,12 +144,15 @@ class Rope(PositionScheme):
 
 
 def _rotary_dim(config) -> int:
-    return config.rotary_dim if config.rotary_dim is not None else config.head_dim
+    rotary = getattr(config, "rotary_dim", None)
+    return rotary if rotary is not None else config.head_dim
 
 
 @register("alibi")
 class Alibi(PositionScheme):
     """ALiBi (Press et al.): logit bias -m_h (i - j), with the geometric head slopes of the paper."""
+
+    attends = True
 
     def __init__(self, n_head: int):
         super().__init__()
@@ -140,9 +160,170 @@ class Alibi(PositionScheme):
         self.register_buffer("slopes", slopes, persistent=False)
 
     @classmethod
-    def from_config(cls, config) -> "Alibi":
+    def from_config(cls, config, members: int = 1) -> "Alibi":
         return cls(config.n_head)
 
     def score_bias(self, q_positions, k_positions):
         distance = (q_positions[:, None] - k_positions[None, :]).to(torch.float32)
         return -self.slopes[:, None, None] * distance
+
+
+# --------------------------------------------------------------------------- paper B's schemes (spec §B3)
+
+
+def sinusoids(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """sin and cos of position × base^(−2i/d_model), i = 0..d_model/2 − 1: each (T, d_model/2), float32."""
+    frequencies = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device) * (-math.log(base) / d_model))
+    angles = positions.to(torch.float32)[:, None] * frequencies[None, :]
+    return torch.sin(angles), torch.cos(angles)
+
+
+@register("sinusoidal")
+class Sinusoidal(PositionScheme):
+    """The absolute sinusoidal encoding added to the input: sin on even dimensions, cos on odd ones."""
+
+    embeds = True
+
+    def __init__(self, d_model: int, base: float = 10000.0):
+        super().__init__()
+        self.d_model, self.base = d_model, base
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "Sinusoidal":
+        return cls(config.d_model)
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor:
+        sin, cos = sinusoids(positions, self.d_model, self.base)
+        return torch.stack([sin, cos], dim=-1).flatten(-2)  # (T, d): dims 2i sin, 2i + 1 cos
+
+
+@register("learned")
+class Learned(PositionScheme):
+    """A learned absolute embedding per position, added to the input (``max_len`` positions), initialised
+    N(0, ``std``²): 1 as ``nn.Embedding`` (paper B's learned APE); 0 gives the zeros of paper B's MLA."""
+
+    embeds = True
+
+    def __init__(self, members: int, max_len: int, d_model: int, std: float = 1.0):
+        super().__init__()
+        self.std = std
+        self.table = nn.Parameter(torch.empty(members, max_len, d_model))
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "Learned":
+        return cls(members, config.max_len, config.d_model, getattr(config, "learned_position_std", 1.0))
+
+    def initialise_member(self, m: int, generator: torch.Generator) -> None:
+        self.table.data[m] = torch.randn(self.table.shape[1:], generator=generator) * self.std
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.table[:, positions][:, None]  # (members, 1, T, d)
+
+
+@register("t5")
+class RelativeBias(PositionScheme):
+    """T5-style learned relative bias, one per head and relative offset j − i (unbucketed, −(L−1)..L−1)."""
+
+    attends = True
+
+    def __init__(self, members: int, max_len: int, n_head: int, std: float = 0.02):
+        super().__init__()
+        self.max_len, self.std = max_len, std
+        self.table = nn.Parameter(torch.empty(members, 2 * max_len - 1, n_head))
+
+    def initialise_member(self, m: int, generator: torch.Generator) -> None:
+        """N(0, 0.02²), as the authors' code."""
+        self.table.data[m] = torch.randn(self.table.shape[1:], generator=generator) * self.std
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "RelativeBias":
+        return cls(members, config.max_len, config.n_head)
+
+    def score_bias(self, q_positions, k_positions):
+        offset = k_positions[None, :] - q_positions[:, None] + self.max_len - 1  # (Tq, Tk)
+        return self.table[:, offset].permute(0, 3, 1, 2)[:, None]  # (members, 1, H, Tq, Tk)
+
+
+@register("alibi_symmetric")
+class SymmetricAlibi(PositionScheme):
+    """ALiBi for bidirectional attention with paper B's slopes: bias −m_h |i − j|, m_h = exp(−h / H)."""
+
+    attends = True
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.register_buffer("slopes", torch.exp(-torch.arange(n_head, dtype=torch.float32) / n_head), persistent=False)
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "SymmetricAlibi":
+        return cls(config.n_head)
+
+    def score_bias(self, q_positions, k_positions):
+        distance = (q_positions[:, None] - k_positions[None, :]).abs().to(torch.float32)
+        return -self.slopes[:, None, None] * distance
+
+
+@register("rope_sinusoid")
+class RopeWithSinusoid(Rope):
+    """Paper B's "RoPE": interleaved RoPE on every head plus an additive concat[sin, cos] input encoding."""
+
+    embeds = True
+
+    def __init__(self, head_dim: int, d_model: int, base: float = 10000.0):
+        super().__init__(head_dim, head_dim, base)
+        self.d_model, self.base = d_model, base
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "RopeWithSinusoid":
+        return cls(config.head_dim, config.d_model, config.rope_base)
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor:
+        sin, cos = sinusoids(positions, self.d_model, self.base)
+        return torch.cat([sin, cos], dim=-1)  # (T, d): all sines, then all cosines
+
+
+@register("partial_rope")
+class PartialRope(Rope):
+    """RoPE on the first ``heads`` heads of every layer only (the others see no position); no input encoding."""
+
+    def __init__(self, head_dim: int, heads: int, base: float = 10000.0):
+        super().__init__(head_dim, head_dim, base)
+        self.heads = heads
+
+    @classmethod
+    def from_config(cls, config, members: int = 1) -> "PartialRope":
+        return cls(config.head_dim, config.rope_heads, config.rope_base)
+
+    @classmethod
+    def check(cls, config) -> None:
+        if getattr(config, "rope_heads", None) is None or not 0 <= config.rope_heads <= config.n_head:
+            raise ValueError(f"rope_heads={getattr(config, 'rope_heads', None)} must be 0..{config.n_head} for partial_rope")
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x (..., H, T, head_dim): heads 0..heads−1 rotated, the rest unchanged."""
+        if self.heads == 0:
+            return x
+        return torch.cat([super().rotate(x[..., : self.heads, :, :], positions), x[..., self.heads :, :, :]], dim=-3)
+
+
+class AuthorsMlaRope(PositionScheme):
+    """What paper B's MLA code applies to its decoupled query and key (``mla.py``, RotaryEmbedding): not a rotation.
+
+    It builds the table concat[sin(p g), cos(p g)] (g_k = base^(−2k/d), k < d/2) and then reads its even columns
+    as "sin" and its odd columns as "cos", so the pairs (x_2k, x_2k+1) are mixed with sines and cosines of
+    different frequencies, some of them swapped; the output is concat[even part, odd part].
+    """
+
+    attends = True
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        frequencies = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("frequencies", frequencies, persistent=False)
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        angles = positions.to(torch.float32)[:, None] * self.frequencies[None, :]
+        table = torch.cat([angles.sin(), angles.cos()], dim=-1)
+        sin, cos = table[:, ::2], table[:, 1::2]
+        even, odd = x[..., ::2], x[..., 1::2]
+        return torch.cat([even * cos - odd * sin, even * sin + odd * cos], dim=-1)

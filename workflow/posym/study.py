@@ -251,16 +251,20 @@ class Study:
     # ----------------------------------------------------------------------------------------------- inputs
 
     def runs(self, config: dict) -> list[dict]:
-        """Every (task, seed) the study's section runs, task-major."""
+        """Every run the study's section trains, task-major: (task, seed) pairs, or, for a study that trains
+        variants of its model (a ``runs`` mapping of task → variant names), (task, variant, seed) in that order."""
         section = config[self.id]
-        return [{"task": t, "seed": s} for t, s in itertools.product(section.get("tasks", []), section.get("seeds", []))]
+        tasks, seeds = section.get("tasks", []), section.get("seeds", [])
+        if "runs" in section:
+            return [{"task": t, "variant": v, "seed": s} for t in tasks for v in section["runs"].get(t, []) for s in seeds]
+        return [{"task": t, "seed": s} for t, s in itertools.product(tasks, seeds)]
 
     def expand(self, pattern: str, config: dict) -> list[str] | str:
-        """``results/<study>/<pattern>``: one path per run when it names {task} and {seed}, one per seed when it
-        names {seed} only, else a single path."""
+        """``results/<study>/<pattern>``: one path per run when it names {task} and {seed} (and {variant}), each
+        once, one per seed when it names {seed} only, else a single path."""
         path = self.results(pattern)
         if "{task}" in pattern:
-            return [path.format(**run) for run in self.runs(config)]
+            return list(dict.fromkeys(path.format(**run) for run in self.runs(config)))
         if "{seed}" in pattern:
             return [path.format(seed=s) for s in config[self.id].get("seeds", [])]
         return path
@@ -298,9 +302,12 @@ class Study:
         return files
 
     def notebook_parameters(self, notebook: str, config: dict) -> dict:
-        """The config values a notebook is given: tasks and seeds, and those its ``config`` list names."""
+        """The config values a notebook is given: tasks and seeds (and the runs, in the order of the per-run
+        inputs, for a study that trains variants), and those its ``config`` list names."""
         section = config[self.id]
         values = {key: section[key] for key in ("tasks", "seeds") if key in section}
+        if "runs" in section:
+            values["runs"] = self.runs(config)
         values.update({key.split(".")[-1]: _lookup(section, key) for key in self.notebooks[notebook].config})
         return values
 

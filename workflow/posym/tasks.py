@@ -97,6 +97,15 @@ class TaskData:
         pick = lambda array: np.ascontiguousarray(array[rows])  # noqa: E731
         return TaskData(self.task, pick(self.tokens), pick(self.labels), {k: pick(v) for k, v in self.arrays.items()})
 
+    @classmethod
+    def concatenate(cls, parts: list["TaskData"]) -> "TaskData":
+        """The samples of ``parts`` (of one task) in order."""
+        if len({p.task for p in parts}) != 1:
+            raise ValueError(f"cannot concatenate samples of different tasks: {sorted({p.task for p in parts})}")
+        joined = {name: np.concatenate([p.all_arrays()[name] for p in parts]) for name in parts[0].all_arrays()}
+        tokens, labels = joined.pop("tokens"), joined.pop("labels")
+        return cls(parts[0].task, tokens, labels, joined)
+
     def all_arrays(self) -> dict[str, np.ndarray]:
         """Every array by name, in the task's order (tokens, labels, then the task's own)."""
         return {"tokens": self.tokens, "labels": self.labels, **self.arrays}
@@ -123,22 +132,36 @@ class Task:
         """Names of the per-sample arrays beside tokens and labels."""
         return tuple(name for name in self.dtypes if name not in ("tokens", "labels"))
 
-    def generate(self, split: str, n: int, base_seed: int) -> tuple[TaskData, dict]:
-        """``n`` samples of ``split`` from dataset seed ``base_seed``, and what to record about how they were made."""
+    #: Label ignored by the loss and the accuracy (paper B's count 0), or None.
+    ignored_label: int | None = None
+
+    def generate(self, split: str, n: int, base_seed: int, options: Mapping = {}) -> tuple[TaskData, dict]:
+        """``n`` samples of ``split`` from dataset seed ``base_seed``, and what to record about how they were made.
+
+        ``options`` are the generator settings of the task's subsection of its study's ``data`` section (sizes
+        excluded), e.g. paper B's ``exclude_trigger_fillers``.
+        """
         raise NotImplementedError
 
-    def head(self, split: str, size: int, base_seed: int, n: int) -> TaskData:
+    def head(self, split: str, size: int, base_seed: int, n: int, options: Mapping = {}) -> TaskData:
         """The first ``n`` samples of the split of ``size`` samples (a task that can make samples alone overrides this)."""
-        return self.generate(split, size, base_seed)[0].select(slice(0, n))
+        return self.generate(split, size, base_seed, options)[0].select(slice(0, n))
+
+    def label_text(self, label: int) -> str:
+        """How a label reads: the answer token (labels are token ids unless a task says otherwise)."""
+        return self.vocabulary.tokens[int(label)]
 
     def validate(self, data: TaskData) -> None:
         """The answer checker: raise ``ValueError`` naming the first sample whose label is not its answer."""
         raise NotImplementedError
 
     def accuracy_rows(self, predictions: np.ndarray, data: TaskData) -> list[dict]:
-        """Accuracy of predicted label ids, broken down as the task's figures want; the last row is overall."""
-        correct = np.asarray(predictions) == np.asarray(data.labels)
-        return [{"accuracy": float(correct.mean()), "n": int(correct.size)}]
+        """Accuracy of predicted label ids, broken down as the task's figures want; the last row is overall.
+        Samples of the ignored label do not count."""
+        labels = np.asarray(data.labels)
+        counted = labels != self.ignored_label if self.ignored_label is not None else np.ones(len(labels), bool)
+        correct = (np.asarray(predictions) == labels)[counted]
+        return [{"accuracy": float(correct.mean()) if correct.size else float("nan"), "n": int(correct.size)}]
 
 
 @functools.cache

@@ -41,7 +41,8 @@ import torch.nn.functional as F
 from . import checkpoints as ckpt
 from .evaluate import accuracy, predict
 from .files import load_tensors, write_csv, write_json
-from .model import MemberDropout, ModelConfig, PosymModel, autocast, autocast_dtype
+from . import tasks
+from .model import MemberDropout, autocast, autocast_dtype
 from .tasks import TaskData
 
 log = logging.getLogger("posym.train")
@@ -65,9 +66,14 @@ class TrainConfig:
     device: str  # "cpu", "cuda" or "auto"
     precision: str  # a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
     log_every: int
+    #: "linear" (HF Trainer's linear decay after warmup, paper A) or "cosine" (half a cosine after warmup, paper B).
+    #: Paper A's config section predates the setting and leaves it out: linear.
+    schedule: str = "linear"
 
     def __post_init__(self):
         autocast_dtype(self.precision)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r}: expected one of {sorted(SCHEDULES)}")
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "TrainConfig":
@@ -102,12 +108,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+#: After the linear warmup from 0: HF's linear decay to 0 (paper A) or half a cosine period to 0 (paper B's code).
+SCHEDULES = ("linear", "cosine")
+
+
 def learning_rate(step: int, config: TrainConfig) -> float:
-    """HF's get_linear_schedule_with_warmup at optimizer step ``step`` (0-based)."""
+    """The learning rate at optimizer step ``step`` (0-based): linear warmup from 0, then the schedule."""
     if step < config.warmup_steps:
         return config.learning_rate * step / max(1, config.warmup_steps)
-    remaining = config.steps - step
-    return config.learning_rate * max(0.0, remaining / max(1, config.steps - config.warmup_steps))
+    post_warmup = max(1, config.steps - config.warmup_steps)
+    if config.schedule == "linear":  # HF's get_linear_schedule_with_warmup, to the bit
+        return config.learning_rate * max(0.0, (config.steps - step) / post_warmup)
+    done = min(1.0, (step - config.warmup_steps) / post_warmup)
+    return config.learning_rate * 0.5 * (1.0 + math.cos(math.pi * done))
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> torch.Tensor:
@@ -137,7 +150,7 @@ class _Batches:
         return self.tokens[index], self.labels[index]
 
 
-def fingerprint(run: Run, model_config: ModelConfig, config: TrainConfig) -> str:
+def fingerprint(run: Run, model_config, config: TrainConfig) -> str:
     """What a checkpoint must match to be resumed: settings, seed and data bytes."""
     relevant = {k: v for k, v in config.to_dict().items() if k not in ("device", "log_every")}
     digest = hashlib.sha256()
@@ -147,12 +160,7 @@ def fingerprint(run: Run, model_config: ModelConfig, config: TrainConfig) -> str
     return digest.hexdigest()
 
 
-def _decay_mask(name: str) -> bool:
-    """HF Trainer decays every parameter except biases and LayerNorm weights."""
-    return not (name.endswith("bias") or "ln_" in name)
-
-
-def _clip_per_member(model: PosymModel, max_norm: float) -> torch.Tensor:
+def _clip_per_member(model, max_norm: float) -> torch.Tensor:
     """clip_grad_norm_ applied to each member separately; returns the members' norms."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     squares = torch.stack([g.pow(2).reshape(g.shape[0], -1).sum(1) for g in grads]).sum(0)
@@ -164,25 +172,33 @@ def _clip_per_member(model: PosymModel, max_norm: float) -> torch.Tensor:
 
 
 class Trainer:
-    def __init__(self, runs: Sequence[Run], model_config: ModelConfig, config: TrainConfig, vocab: Sequence[str]):
+    """Trains ``runs`` packed into one model of ``model_config`` (any architecture of :mod:`posym.architectures`)."""
+
+    def __init__(self, runs: Sequence[Run], model_config, config: TrainConfig, vocab: Sequence[str]):
         if not runs:
             raise ValueError("no runs to train")
         self.runs, self.model_config, self.config, self.vocab = list(runs), model_config, config, list(vocab)
         self.device = resolve_device(config.device)
         self.members = len(self.runs)
         self.fingerprints = [fingerprint(r, model_config, config) for r in self.runs]
-        self.model = PosymModel(model_config, members=self.members).initialise([r.seed for r in self.runs]).to(self.device)
+        self.model = model_config.build(self.members).initialise([r.seed for r in self.runs]).to(self.device)
         params = dict(self.model.named_parameters())
         groups = [
-            {"params": [p for n, p in params.items() if _decay_mask(n)], "weight_decay": config.weight_decay},
-            {"params": [p for n, p in params.items() if not _decay_mask(n)], "weight_decay": 0.0},
+            {"params": [p for n, p in params.items() if self.model.decays(n)], "weight_decay": config.weight_decay},
+            {"params": [p for n, p in params.items() if not self.model.decays(n)], "weight_decay": 0.0},
         ]
+        groups = [g for g in groups if g["params"]]
         self.param_names = {id(p): n for n, p in params.items()}
         self.optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=config.betas, eps=1e-8, fused=True)
         self.generators = [torch.Generator(device=self.device).manual_seed(r.seed) for r in self.runs]
         self.dropout = MemberDropout(self.generators)
         self.batches = [_Batches(r, config.batch_size) for r in self.runs]
         self.eval_sets = [r.test.select(slice(0, config.eval_samples)) for r in self.runs]
+        # A label the task ignores (paper B's count 0) counts neither in the loss nor in the accuracy.
+        ignored = {tasks.get(r.train.task).ignored_label for r in self.runs}
+        if len(ignored) > 1:
+            raise ValueError("packed runs must ignore the same label")
+        (self.ignored_label,) = ignored
 
     # ------------------------------------------------------------------ resume
     def _checkpoint_root(self, m: int) -> Path:
@@ -235,7 +251,7 @@ class Trainer:
         states = [ckpt.load_trainer_state(ckpt.step_dir(self._checkpoint_root(m), step))[0] for m in range(self.members)]
         weights = [load_tensors(ckpt.step_dir(self._checkpoint_root(m), step) / "model.safetensors") for m in range(self.members)]
         for m in range(self.members):
-            self.model.load_hf_state_dict(weights[m], m)
+            self.model.load_checkpoint_tensors(weights[m], m)
             self.generators[m].set_state(states[m]["generator"])
         if step == 0 or "optimizer_step" not in states[0]:
             return
@@ -282,13 +298,21 @@ class Trainer:
             group["lr"] = lr
         with autocast(self.device, self.config.precision):
             logits = self.model(ids, dropout=self.dropout)
-            losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
+            losses = self.losses(logits, labels)
         losses.sum().backward()
         if self.config.max_grad_norm is not None:
             _clip_per_member(self.model, self.config.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return losses.detach()
+
+    def losses(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Each member's mean cross-entropy over its batch (S, B, V) against (S, B), ignored labels left out."""
+        if self.ignored_label is None:
+            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none").view(self.members, -1).mean(1)
+        each = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=self.ignored_label, reduction="none")
+        counted = (labels != self.ignored_label).sum(1).clamp(min=1)
+        return each.view(self.members, -1).sum(1) / counted
 
     def train(self) -> None:
         c = self.config
@@ -360,7 +384,7 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def train(runs: Sequence[Run], model_config: ModelConfig, config: TrainConfig, vocab: Sequence[str]) -> Trainer:
+def train(runs: Sequence[Run], model_config, config: TrainConfig, vocab: Sequence[str]) -> Trainer:
     trainer = Trainer(runs, model_config, config, vocab)
     trainer.train()
     return trainer

@@ -105,8 +105,26 @@ def data_seed(study=None):
     return seed
 
 
+def task_data(wildcards):
+    """The study's data settings as a task sees them: its own subsection (``data.<task>``), when the study has
+    one, over the study-wide ones."""
+    data = config[wildcards.study]["data"]
+    return {**data, **data.get(wildcards.task, {})}
+
+
 def split_size(wildcards):
-    return config[wildcards.study]["data"][f"{wildcards.split}_samples"]
+    return task_data(wildcards)[f"{wildcards.split}_samples"]
+
+
+def generator_options(wildcards):
+    """The task's generator options (its data subsection without the sizes), as JSON; empty for none."""
+    own = config[wildcards.study]["data"].get(wildcards.task, {})
+    options = {k: v for k, v in own.items() if not k.endswith("_samples")}
+    return (
+        shlex.join(["--options", json.dumps(options, sort_keys=True)])
+        if options
+        else ""
+    )
 
 
 def final_targets():

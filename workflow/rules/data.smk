@@ -1,5 +1,6 @@
-# Task datasets: one split of one task per job (paper A: spec §A2). Sizes and the dataset seed come from the study's
-# data section: dataset seed = data.seed_offset + run seed.
+# Task datasets: one split of one task per job (paper A: spec §A2). Sizes, generator options and the dataset seed
+# come from the study's data section (a task's own subsection, data.<task>, overrides it): dataset seed =
+# data.seed_offset + run seed.
 
 
 rule split:
@@ -15,6 +16,7 @@ rule split:
     params:
         n=split_size,
         seed=data_seed(),
+        options=generator_options,
     shell:
         "posym data --task {wildcards.task} --split {wildcards.split} --n {params.n}"
-        " --seed {params.seed} --out {output.tensors} > {log} 2>&1"
+        " --seed {params.seed} {params.options} --out {output.tensors} > {log} 2>&1"

@@ -19,7 +19,7 @@ class FirstToken(Task):
     def build_vocabulary(self) -> Vocab:
         return Vocab((PAD, *(f"s{k}" for k in range(SYMBOLS))))
 
-    def generate(self, split: str, n: int, base_seed: int) -> tuple[TaskData, dict]:
+    def generate(self, split: str, n: int, base_seed: int, options={}) -> tuple[TaskData, dict]:
         draw = np.random.default_rng([base_seed, SPLITS.index(split)])
         tokens = draw.integers(1, SYMBOLS + 1, size=(n, LENGTH)).astype(np.uint8)
         return TaskData(self.name, tokens, tokens[:, self.answer_position].copy()), {"seed": base_seed}

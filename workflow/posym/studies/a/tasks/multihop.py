@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import random
+from typing import Mapping
 
 import numpy as np
 
@@ -209,10 +210,10 @@ class MultiHopTask(Task):
         """A split of spec §A2: ``size`` samples seeded ``base_seed`` plus the split's offset."""
         return self.samples(size, split_seed(split, base_seed))
 
-    def generate(self, split: str, n: int, base_seed: int) -> tuple[TaskData, dict]:
+    def generate(self, split: str, n: int, base_seed: int, options: Mapping = {}) -> tuple[TaskData, dict]:
         return self.generate_split(split, base_seed, n), {"seed": split_seed(split, base_seed)}
 
-    def head(self, split: str, size: int, base_seed: int, n: int) -> TaskData:
+    def head(self, split: str, size: int, base_seed: int, n: int, options: Mapping = {}) -> TaskData:
         return self.generate_rows(size, split_seed(split, base_seed), np.arange(n))
 
     # ----------------------------------------------------------------------------------------- checking
