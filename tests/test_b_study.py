@@ -1,0 +1,259 @@
+"""Paper B's study on the core: its config section and variants, the grid of runs, the analyses (head ablation,
+Toeplitz decomposition, position probe) on small random models, and the claim verdicts on made-up results."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import REPO
+from posym import config, study
+from posym.studies.b import deposit, probe, results, toeplitz
+from posym.studies.b.architecture import model_config
+from posym.studies.b.config_checks import variant_settings
+from posym.studies.b.tasks import get
+
+torch.set_num_threads(1)
+
+SMALL = dict(
+    n_layer=2, n_head=4, d_model=64, d_mlp=64, max_len=128, position="rope_sinusoid", rope_base=10000.0, rope_heads=None,
+    dropout=0.0, layer_norm_epsilon=1e-5, attention="standard", kv_source="embeddings", padding_mask=False,
+    attention_scale=None, activation="relu", final_layer_norm=False, learned_position_std=1.0, mla_latent=32, mla_rope="authors",
+)  # fmt: skip
+MLA = dict(attention="mla", position="learned", learned_position_std=0.0, kv_source="residual", padding_mask=True, activation="gelu", final_layer_norm=True)
+
+
+def small_model(seed=0, **settings):
+    return model_config(574, {**SMALL, **settings}).build(1).initialise([seed]).eval()
+
+
+def with_b(**section) -> dict:
+    return {"studies": ["b"], "b": section}
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def test_the_schema_defaults_are_the_papers_setup():
+    b = config.study_defaults("b")
+    assert (b["model"]["n_layer"], b["model"]["d_model"], b["model"]["n_head"], b["model"]["d_mlp"]) == (6, 256, 16, 512)
+    assert (b["model"]["kv_source"], b["model"]["padding_mask"], b["model"]["position"]) == ("embeddings", False, "rope_sinusoid")
+    assert b["train"]["betas"] == [0.98, 0.9] and b["train"]["schedule"] == "cosine" and b["train"]["batch_size"] == 512
+    assert b["train"]["warmup_steps"] == int(0.06 * b["train"]["steps"])  # 6 % of 100 epochs of 137 batches
+    mla = variant_settings(b, "mla")
+    assert mla["train"]["batch_size"] == 1024 and mla["train"]["warmup_steps"] == int(0.06 * mla["train"]["steps"])
+    assert set(b["runs"]["distance"]) == set(b["variants"]) and "partial_rope_1" not in b["runs"]["count"]
+
+
+def test_paper_b_config_over_the_default_config_is_the_papers_setup():
+    """configs/paper_b.yaml undoes every CPU calibration of config.yaml's b section."""
+    merged = config.load([REPO / "config.yaml", REPO / "configs" / "paper_b.yaml"])
+    assert merged["studies"] == ["b"]
+    assert merged["b"] == config.study_defaults("b")
+
+
+def test_the_default_config_has_a_b_section_that_validates():
+    merged = config.load([REPO / "config.yaml"])
+    section = config.validate({**merged, "studies": ["a", "b"]})["b"]
+    for variant in section["variants"]:
+        model_config(574, variant_settings(section, variant)["model"])  # every variant builds
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ({"variants": {"rope": {"model": {"positon": "nope"}}}}, "b.variants.rope.model.positon"),
+        ({"variants": {"rope": {"model": {"position": "sinusoid"}}}}, "b.variants.rope.model.position"),
+        ({"variants": {"rope": {"train": {"batch_size": 0}}}}, "b.variants.rope.train.batch_size"),
+        ({"variants": {"half": {"model": {"position": "partial_rope"}}}}, "b.variants.half.model"),
+        ({"variants": {"mla": {"model": {"attention": "mla", "position": "t5"}}}}, "b.variants.mla.model"),
+        ({"runs": {"distance": ["rope", "nothing"]}}, "b.runs.distance.1"),
+        ({"tasks": ["distance"], "runs": {"distance": ["rope"], "count": ["rope"]}}, "b.runs.count"),
+    ],
+    ids=["unknown key", "bad value", "bad train value", "partial without heads", "mla with a bias", "unknown variant", "task not run"],
+)
+def test_a_bad_variant_or_grid_is_named(section, key):
+    with pytest.raises(config.ConfigError, match=f"'{key}'"):
+        config.validate(with_b(**section))
+
+
+def test_a_variant_overrides_only_what_it_names():
+    section = config.validate(with_b(model={"n_layer": 3}, variants={"alibi": {"model": {"position": "alibi_symmetric"}, "train": {"steps": 5, "warmup_steps": 1, "checkpoint_every": 5}}}, runs={"distance": ["alibi"]}))["b"]
+    merged = variant_settings(section, "alibi")
+    assert merged["model"]["position"] == "alibi_symmetric" and merged["model"]["n_layer"] == 3
+    assert merged["train"]["steps"] == 5 and merged["train"]["batch_size"] == section["train"]["batch_size"]
+
+
+def test_the_grid_gives_one_run_per_task_variant_and_seed():
+    b = study.load("b")
+    section = config.validate(with_b(seeds=[0, 1], runs={"distance": ["rope", "nope"], "count": ["mla"]}))
+    assert b.runs(section) == [
+        {"task": "distance", "variant": "rope", "seed": 0}, {"task": "distance", "variant": "rope", "seed": 1},
+        {"task": "distance", "variant": "nope", "seed": 0}, {"task": "distance", "variant": "nope", "seed": 1},
+        {"task": "count", "variant": "mla", "seed": 0}, {"task": "count", "variant": "mla", "seed": 1},
+    ]  # fmt: skip
+    assert b.expand("ablation/{variant}/{task}/seed{seed}/heads.csv", section)[2] == "results/b/ablation/nope/distance/seed0/heads.csv"
+    # A per-dataset path (no {variant}) is listed once per task and seed however many variants train on it.
+    assert b.expand("data/{task}/seed{seed}/train.json", section) == [f"results/b/data/{t}/seed{s}/train.json" for t in ("distance", "count") for s in (0, 1)]
+    assert b.notebook_parameters("ablation", section)["runs"] == b.runs(section)
+
+
+# ------------------------------------------------------------------------------------------------ analyses
+
+
+@pytest.mark.parametrize("position", ["nope", "sinusoidal", "learned", "t5", "alibi_symmetric", "rope_sinusoid", "partial_rope"])
+@pytest.mark.parametrize("kv_source", ["embeddings", "residual"])
+def test_the_toeplitz_decomposition_rebuilds_layer_0_logits_of_a_random_model(position, kv_source):
+    model = small_model(position=position, kv_source=kv_source, rope_heads=2 if position == "partial_rope" else None)
+    with torch.no_grad():  # make the learned tables matter as much as a trained model's might
+        for name, param in model.named_parameters():
+            if name.endswith("position.table"):
+                param.mul_(5.0)
+    ids = torch.as_tensor(get("distance").generate("test", 4, 3)[0].tokens.astype(np.int64))
+    parts = toeplitz.decompose(model, ids)
+    computed = toeplitz.model_logits(model, ids).double()
+    assert float(((parts["rebuilt"] - computed).abs() / computed.abs().clamp_min(1)).max()) <= 1e-5
+    row = toeplitz.check(model, ids, 1e-5).iloc[0]
+    assert row["verdict"] == "pass"
+    rotary = position in ("rope_sinusoid", "partial_rope")
+    assert row["form"].startswith("multiplicative" if rotary else "additive")
+    assert (parts["bias"] is not None) == (position in ("t5", "alibi_symmetric"))
+    # Position terms are zero exactly when the scheme adds nothing to the input.
+    additive = position in ("sinusoidal", "learned", "rope_sinusoid")
+    assert (row["rms position-position"] > 1e-3) == additive
+    if rotary:
+        assert row["kernel_toeplitz_error"] < 1e-12
+
+
+def test_the_toeplitz_check_fails_when_the_logits_differ(monkeypatch):
+    model = small_model(position="alibi_symmetric")
+    ids = torch.as_tensor(get("distance").generate("test", 2, 3)[0].tokens.astype(np.int64))
+    assert toeplitz.check(model, ids, 1e-5).iloc[0]["verdict"] == "pass"
+    computed = toeplitz.model_logits
+
+    def off_by_a_little(model, ids):
+        logits = computed(model, ids).clone()
+        logits[0, 1, 5, 7] += 1e-3
+        return logits
+
+    monkeypatch.setattr(toeplitz, "model_logits", off_by_a_little)
+    row = toeplitz.check(model, ids, 1e-5).iloc[0]
+    assert row["verdict"] == "fail" and row["max_abs_error"] == pytest.approx(1e-3, rel=1e-2)
+    assert toeplitz.check(small_model(**MLA), ids, 1e-5).iloc[0]["verdict"] == "not applicable"
+
+
+def test_head_ablation_zeroes_one_head_and_scores_every_layer_and_head():
+    data = get("distance").generate("test", 64, 5)[0]
+    model = small_model()
+    table = deposit.ablate_heads(model, data)
+    assert list(table[["layer", "head"]].itertuples(index=False, name=None)) == [(l, h) for l in range(2) for h in range(4)]
+    baseline = deposit.accuracy(deposit.predict(model, data.tokens), data)
+    assert (table["baseline"] == baseline).all()
+    logits = model(torch.as_tensor(data.tokens.astype(np.int64)))
+    hooked = model(torch.as_tensor(data.tokens.astype(np.int64)), hooks={"blocks.1.attn.hook_z": deposit.zero_head(2)})
+    assert not torch.allclose(logits, hooked)
+    row = table[(table["layer"] == 1) & (table["head"] == 2)].iloc[0]
+    assert row["accuracy"] == deposit.accuracy(hooked.argmax(-1).numpy(), data)
+    assert np.allclose(table["drop"], 100 * (table["baseline"] - table["accuracy"]))
+
+
+def test_the_authors_mla_ablation_zeroes_shared_latent_channels_and_restores_them():
+    model = small_model(**MLA)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.as_tensor(get("count").generate("test", 8, 5)[0].tokens.astype(np.int64))
+    with deposit.authors_mla_ablation(model, 0, 1):
+        inside = model(ids)
+        assert (model.blocks[0].uv_weight[0][:, 16:32] == 0).all() and (model.blocks[0].uq_weight[0][:, 16:32] == 0).all()
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    true_head = model(ids, hooks={"blocks.0.attn.hook_z": deposit.zero_head(1)})
+    assert not torch.allclose(inside, true_head)  # the authors' is not a head ablation
+    with deposit.authors_mla_ablation(model, 0, 3):  # latent 32 holds channels for heads 0 and 1 only
+        assert torch.equal(model(ids), model.eval()(ids))
+    data = get("count").generate("test", 32, 5)[0]
+    assert set(deposit.ablate_heads(model, data, "authors")["mode"]) == {"authors"}
+    assert set(deposit.ablate_heads(small_model(), data, "authors")["mode"]) == {"head"}  # the same as ours there
+
+
+def test_the_position_probe_reads_a_learned_table_and_not_nope():
+    tokens = get("count").generate("test", 32, 5)[0].tokens
+    learned = probe.position_probe(small_model(position="learned", learned_position_std=3.0), tokens, 1e-3)
+    nope = probe.position_probe(small_model(position="nope"), tokens, 1e-3)
+    assert list(learned["layer"]) == [0, 1, 2]
+    assert learned.loc[0, "accuracy"] > 0.95 and learned.loc[0, "mean_abs_error"] < 0.5
+    assert nope["accuracy"].max() < 0.1  # chance is 1/128; the content alone says little about position
+
+
+# ------------------------------------------------------------------------------------------------ claims
+
+
+def runs_frame(values: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": v, "task": t, "seed": 0, "accuracy": a, "n": 100} for (v, t), a in values.items()])
+
+
+def verdict_of(table: pd.DataFrame, check: str) -> str:
+    return table[table["check"].str.startswith(check)]["verdict"].tolist()
+
+
+def test_b1_and_b2_verdicts_follow_the_numbers():
+    good = runs_frame({("rope", "distance"): 90, ("nope", "distance"): 20, ("alibi", "distance"): 59, ("nope", "count"): 70, ("rope", "count"): 60, ("mla", "count"): 95})
+    b1 = results.claims_b1(good)
+    assert verdict_of(b1, "RoPE accuracy") == ["pass"] and verdict_of(b1, "RoPE − NoPE") == ["pass"] and verdict_of(b1, "RoPE − ALiBi") == ["pass"]
+    assert verdict_of(results.claims_b2(good), "NoPE − RoPE") == ["pass"] and verdict_of(results.claims_b2(good), "MLA") == ["pass"]
+    bad = good.assign(accuracy=lambda f: np.where((f["variant"] == "alibi"), 70, f["accuracy"]))
+    assert verdict_of(results.claims_b1(bad), "RoPE − ALiBi") == ["fail"]
+    missing = results.claims_b1(good[good["variant"] != "nope"])
+    assert verdict_of(missing, "RoPE − NoPE") == ["not tested"] and "not trained: nope" in missing.iloc[1]["measured"]
+
+
+def test_b4_is_not_tested_when_the_reference_model_learned_nothing():
+    learned = runs_frame({("partial_rope_1", "distance"): 88, ("partial_rope_16", "distance"): 91})
+    assert verdict_of(results.claims_b4(learned, 50), "k = 16") == ["pass"]
+    assert verdict_of(results.claims_b4(learned.assign(accuracy=[70, 91]), 50), "k = 16") == ["fail"]
+    chance = runs_frame({("partial_rope_1", "distance"): 2, ("partial_rope_16", "distance"): 3})
+    table = results.claims_b4(chance, 50)
+    assert verdict_of(table, "k = 16") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
+
+
+def ablation_frame(variant, task, drops: dict, baseline=0.9, layers=2, heads=4) -> pd.DataFrame:
+    rows = [
+        {"variant": variant, "task": task, "seed": 0, "layer": l, "head": h, "baseline": baseline, "drop": drops.get((l, h), 0.5), "mode": "head", "n": 100}
+        for l in range(layers)
+        for h in range(heads)
+    ]  # fmt: skip
+    return pd.DataFrame(rows).assign(accuracy=lambda f: f["baseline"] - f["drop"] / 100)
+
+
+def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
+    controls = [ablation_frame("nope", "distance", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
+    deposit_in_layer_0 = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60}), *controls])
+    table = results.claims_b3(deposit_in_layer_0, 50)
+    assert set(table["verdict"]) == {"pass"} and len(table) == 4
+    two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
+    assert verdict_of(results.claims_b3(two_heads, 50), "one layer-0") == ["fail"]
+    in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60}), *controls])
+    assert verdict_of(results.claims_b3(in_layer_1, 50), "one layer-0") == ["fail"]
+    noisy = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (1, 0): 8}), *controls])
+    assert verdict_of(results.claims_b3(noisy, 50), "every other") == ["fail"]
+    untrained = pd.concat([ablation_frame("rope", "distance", {}, baseline=0.05), *controls])
+    table = results.claims_b3(untrained, 50)
+    assert verdict_of(table, "one layer-0") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
+
+
+def test_b5_reads_the_mla_ablation():
+    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {(0, 1): 12}), 50), "no deposit") == ["pass"]
+    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {(0, 1): 25}), 50), "no deposit") == ["fail"]
+    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {}, baseline=0.1), 50), "no deposit") == ["not tested"]
+    assert verdict_of(results.claims_b5(ablation_frame("rope", "distance", {}), 50), "no deposit") == ["not tested"]
+
+
+def test_the_paper_numbers_are_only_the_notes():
+    """The 'paper' column holds §B6's values; every number in it is one the spec gives."""
+    spec_numbers = {"92.64", "69.43", "88.34", "97.41", "77.69"}
+    for value in results.PAPER_ACCURACY.values():
+        number = value.split()[0]
+        assert not number[0].isdigit() or number in spec_numbers

@@ -1,0 +1,91 @@
+"""Paper B's commands (``posym b <command>``): the analyses of a trained run, one per job of the study's rules.
+
+Each reads its settings from the ``b`` section of the configuration: the rules pass them with ``--settings``,
+people with ``--config`` / ``--set`` (``posym b ablation ... --set ablation.samples=500``); the schema's defaults
+fill the rest. Training and the test evaluation are the core's ``posym train`` and ``posym evaluate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from posym.cli import add_settings_arguments, settings
+from posym.files import read_json, write_csv
+
+log = logging.getLogger("posym.b")
+
+STUDY = "b"
+
+
+def _command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """A subcommand that reads a run's final checkpoint (--index) and writes one table (--out)."""
+    s = sub.add_parser(name, help=help)
+    add_settings_arguments(s)
+    s.add_argument("--threads", type=int, help="torch CPU threads")
+    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
+    s.add_argument("--out", type=Path, required=True, help="the table to write (.csv)")
+    s.set_defaults(func=func)
+    return s
+
+
+def _final(index: Path):
+    """The run's final model and the precision it was trained at."""
+    from posym.checkpoints import load_final_model
+
+    model, _, _ = load_final_model(index)
+    return model, read_json(index)["train"].get("precision", "fp32")
+
+
+def cmd_ablation(args) -> None:
+    from posym import datasets
+    from posym.tasks import TaskData
+
+    from .deposit import ablate_heads
+
+    section = settings(args, STUDY, "ablation")["ablation"]
+    model, precision = _final(args.index)
+    stored = {"train": args.train_data, "test": args.test_data}
+    parts = [datasets.load_split(stored[split]).select(slice(0, section["samples"])) for split in section["splits"]]
+    data = parts[0] if len(parts) == 1 else TaskData.concatenate(parts)
+    table = ablate_heads(model, data, section["mla"], precision)
+    write_csv(args.out, table)
+    top = table.loc[table["drop"].idxmax()]
+    log.info("baseline %.4f on %d samples; largest drop %.1f points (layer %d head %d)", top["baseline"], len(data), top["drop"], top["layer"], top["head"])
+
+
+def cmd_toeplitz(args) -> None:
+    from posym import datasets
+
+    from .toeplitz import check
+
+    section = settings(args, STUDY, "toeplitz")["toeplitz"]
+    model, _ = _final(args.index)
+    data = datasets.load_split(args.data).select(slice(0, section["samples"]))
+    table = check(model, data.tokens, section["tolerance"])
+    write_csv(args.out, table)
+    log.info("%s", table.iloc[0].to_dict())
+
+
+def cmd_probe(args) -> None:
+    from posym import datasets
+
+    from .probe import position_probe
+
+    section = settings(args, STUDY, "probe")["probe"]
+    model, _ = _final(args.index)
+    data = datasets.load_split(args.data).select(slice(0, section["samples"]))
+    table = position_probe(model, data.tokens, section["ridge"])
+    write_csv(args.out, table)
+    log.info("position probe accuracy by layer: %s", " ".join(f"{a:.3f}" for a in table["accuracy"]))
+
+
+def add_commands(sub) -> None:
+    s = _command(sub, "ablation", "per-head ablation of a run's final model (spec §B4)", cmd_ablation)
+    s.add_argument("--train-data", type=Path, required=True, help="the run's stored train split")
+    s.add_argument("--test-data", type=Path, required=True, help="the run's stored test split")
+    s = _command(sub, "toeplitz", "layer 0's logits rebuilt from the Toeplitz decomposition (spec §B1)", cmd_toeplitz)
+    s.add_argument("--data", type=Path, required=True, help="stored samples (the test split)")
+    s = _command(sub, "probe", "linear probe of absolute position after each layer (spec §B6)", cmd_probe)
+    s.add_argument("--data", type=Path, required=True, help="stored samples (the test split)")

@@ -1,0 +1,291 @@
+"""Paper B's tables, figures and claim verdicts from the runs' result files (the notebooks call these).
+
+Runs are (variant, task, seed); the claims (spec §B7) name the paper's variants by their default names: ``rope``
+(RoPE plus the additive sinusoid, the paper's "RoPE"), ``nope``, ``alibi``, ``mla``, and ``partial_rope_<k>`` for
+RoPE on the first k heads. A claim whose variant was not trained is "not tested", with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from posym import claims as verdicts
+
+from .tasks import PAPER_ORDER
+
+#: Spec §B6: test accuracy (%) as the notes report it; words where the notes give no number.
+PAPER_ACCURACY = {
+    ("rope", "distance"): "92.64",
+    ("rope", "count"): "69.43",
+    ("mla", "distance"): "88.34",
+    ("mla", "count"): "97.41",
+    ("nope", "distance"): "fails",
+    ("nope", "count"): "77.69",
+    ("absolute", "distance"): "second best",
+    ("absolute", "count"): "medium",
+    ("alibi", "distance"): "fails",
+    ("alibi", "count"): "worst",
+    ("partial_rope_16", "distance"): "92.64 (all heads)",
+    ("partial_rope_2", "distance"): "≈ 90+",
+    ("partial_rope_1", "distance"): "≈ 90",
+}
+NOT_REPORTED = "not reported"
+
+
+def final_accuracy(final: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its final test accuracy in % (the overall row of each run's test.csv)."""
+    overall = final.groupby(["variant", "task", "seed"], sort=False).tail(1)
+    return overall.assign(accuracy=100 * overall["accuracy"])[["variant", "task", "seed", "accuracy", "n"]].reset_index(drop=True)
+
+
+def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every variant × task trained: mean final test accuracy over seeds (%), the spread, and the paper's value."""
+    grouped = runs.groupby(["variant", "task"], sort=False)["accuracy"]
+    table = grouped.agg(ours="mean", seeds="count", lowest="min", highest="max").reset_index()
+    table["paper"] = [PAPER_ACCURACY.get((v, t), NOT_REPORTED) for v, t in zip(table["variant"], table["task"])]
+    table["task"] = pd.Categorical(table["task"], [t for t in PAPER_ORDER if t in set(table["task"])], ordered=True)
+    return table.sort_values(["task"], kind="stable").reset_index(drop=True)
+
+
+def plot_curves(metrics: pd.DataFrame) -> plt.Figure:
+    """Test accuracy over training of every run, one panel per task."""
+    metrics = metrics.groupby(["variant", "task", "seed", "step"], sort=False).tail(1)
+    tasks = [t for t in PAPER_ORDER if t in set(metrics["task"])]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 3.8), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        part = metrics[metrics["task"] == task].assign(accuracy=lambda f: 100 * f["accuracy"])
+        sns.lineplot(part, x="step", y="accuracy", hue="variant", units="seed", estimator=None, ax=ax)
+        ax.set(title=f"{task}", xlabel="optimizer step", ylabel="test accuracy (%)", ylim=(0, 100))
+        ax.legend(fontsize=7, title="variant", title_fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def rope_heads_table(runs: pd.DataFrame, variants: Mapping[str, dict]) -> pd.DataFrame:
+    """Task-1 accuracy of the partial-RoPE variants by the number of rotated heads k (mean over seeds)."""
+    heads = {
+        name: spec.get("model", {}).get("rope_heads")
+        for name, spec in variants.items()
+        if spec.get("model", {}).get("position") == "partial_rope"
+    }
+    part = runs[(runs["task"] == "distance") & runs["variant"].isin(list(heads))]
+    table = part.groupby("variant", sort=False)["accuracy"].agg(ours="mean", seeds="count").reset_index()
+    table.insert(0, "k", [heads[v] for v in table["variant"]])
+    table["paper"] = [PAPER_ACCURACY.get((v, "distance"), NOT_REPORTED) for v in table["variant"]]
+    return table.sort_values("k").reset_index(drop=True)
+
+
+def plot_rope_heads(runs: pd.DataFrame, table: pd.DataFrame) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    part = runs[runs["variant"].isin(table["variant"])].merge(table[["variant", "k"]], on="variant")
+    if len(part):
+        sns.lineplot(part, x="k", y="accuracy", marker="o", errorbar=None, ax=ax, label="partial RoPE (no additive PE)")
+        sns.scatterplot(part, x="k", y="accuracy", ax=ax, color="grey", s=12, legend=False)
+    full = runs[(runs["variant"] == "rope") & (runs["task"] == "distance")]
+    if len(full):
+        ax.axhline(full["accuracy"].mean(), color="tab:red", ls="--", lw=1, label="RoPE + sinusoid, all heads")
+    ax.set(xlabel="heads with RoPE (k)", ylabel="Task-1 test accuracy (%)", ylim=(0, 100))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _run_accuracy(runs: pd.DataFrame, variant: str, task: str) -> dict:
+    part = runs[(runs["variant"] == variant) & (runs["task"] == task)]
+    return dict(zip(part["seed"], part["accuracy"]))
+
+
+def _missing(claim: str, check: str, expected: str, *names: str, task: str) -> dict:
+    return verdicts.row(claim, check, f"not trained: {', '.join(names)}", expected, None, task=task)
+
+
+def claims_b1(runs: pd.DataFrame) -> pd.DataFrame:
+    """B-1: on Task 1, RoPE ≥ 85 % and ≥ 30 points above NoPE and above ALiBi (per seed)."""
+    rope, rows = _run_accuracy(runs, "rope", "distance"), []
+    if not rope:
+        rows.append(_missing("B-1", "RoPE accuracy", "≥ 85 %", "rope", task="distance"))
+    for seed, value in rope.items():
+        rows.append(verdicts.row("B-1", "RoPE accuracy", f"{value:.2f} %", "≥ 85 %", value >= 85, task="distance", seed=seed))
+    for other, label in (("nope", "NoPE"), ("alibi", "ALiBi")):
+        theirs = _run_accuracy(runs, other, "distance")
+        check, expected = f"RoPE − {label}", "≥ 30 points"
+        seeds = sorted(set(rope) & set(theirs))
+        if not seeds:
+            rows.append(_missing("B-1", check, expected, *[v for v, d in (("rope", rope), (other, theirs)) if not d], task="distance"))
+        for seed in seeds:
+            gap = rope[seed] - theirs[seed]
+            rows.append(verdicts.row("B-1", check, f"{gap:.2f} points ({rope[seed]:.2f} vs {theirs[seed]:.2f})", expected, gap >= 30, task="distance", seed=seed))
+    return verdicts.with_seed_summary(rows)
+
+
+def claims_b2(runs: pd.DataFrame) -> pd.DataFrame:
+    """B-2: on Task 2, NoPE above RoPE, and MLA ≥ 90 %."""
+    nope, rope, mla = (_run_accuracy(runs, v, "count") for v in ("nope", "rope", "mla"))
+    rows = []
+    seeds = sorted(set(nope) & set(rope))
+    if not seeds:
+        rows.append(_missing("B-2", "NoPE − RoPE", "> 0 points", *[v for v, d in (("nope", nope), ("rope", rope)) if not d], task="count"))
+    for seed in seeds:
+        gap = nope[seed] - rope[seed]
+        rows.append(verdicts.row("B-2", "NoPE − RoPE", f"{gap:.2f} points ({nope[seed]:.2f} vs {rope[seed]:.2f})", "> 0 points", gap > 0, task="count", seed=seed))
+    if not mla:
+        rows.append(_missing("B-2", "MLA accuracy", "≥ 90 %", "mla", task="count"))
+    for seed, value in mla.items():
+        rows.append(verdicts.row("B-2", "MLA accuracy", f"{value:.2f} %", "≥ 90 %", value >= 90, task="count", seed=seed))
+    return verdicts.with_seed_summary(rows)
+
+
+def claims_b4(runs: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+    """B-4: partial RoPE with k = 1 within 5 points of k = 16 on Task 1 — tested where k = 16 learned the task
+    (accuracy ≥ ``trained_accuracy`` %): two models that learned nothing are close without saying anything."""
+    one, all_heads = _run_accuracy(runs, "partial_rope_1", "distance"), _run_accuracy(runs, "partial_rope_16", "distance")
+    rows, seeds = [], sorted(set(one) & set(all_heads))
+    check, expected = "k = 16 − k = 1", "≤ 5 points"
+    if not seeds:
+        names = [v for v, d in (("partial_rope_1", one), ("partial_rope_16", all_heads)) if not d]
+        rows.append(_missing("B-4", check, expected, *names, task="distance"))
+    for seed in seeds:
+        gap = all_heads[seed] - one[seed]
+        measured = f"{gap:.2f} points ({all_heads[seed]:.2f} vs {one[seed]:.2f})"
+        passed = gap <= 5 if all_heads[seed] >= trained_accuracy else None
+        if passed is None:
+            measured += f"; not tested: k = 16 below {trained_accuracy:g} %, it did not learn Task 1 at this size"
+        rows.append(verdicts.row("B-4", check, measured, expected, passed, task="distance", seed=seed))
+    return verdicts.with_seed_summary(rows)
+
+
+# ------------------------------------------------------------------------------------------------ ablation
+
+
+def ablation_summary(ablation: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the baseline, the head whose removal costs most, its drop, the second largest drop, and how many
+    heads cost ≥ 20 and ≥ 5 points."""
+    rows = []
+    for (variant, task, seed), part in ablation.groupby(["variant", "task", "seed"], sort=False):
+        ordered = part.sort_values("drop", ascending=False)
+        top = ordered.iloc[0]
+        rows.append(
+            {
+                "variant": variant,
+                "task": task,
+                "seed": seed,
+                "baseline": 100 * top["baseline"],
+                "top head": f"L{int(top['layer'])} H{int(top['head'])}",
+                "top drop": top["drop"],
+                "second drop": ordered.iloc[1]["drop"] if len(ordered) > 1 else np.nan,
+                "heads ≥ 20": int((part["drop"] >= 20).sum()),
+                "heads ≥ 5": int((part["drop"] >= 5).sum()),
+                "mode": top["mode"],
+                "samples": int(top["n"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plot_ablation(ablation: pd.DataFrame) -> plt.Figure:
+    """One heatmap per run: the accuracy drop (points) of removing each head, layers × heads."""
+    groups = list(ablation.groupby(["variant", "task", "seed"], sort=False))
+    columns = min(4, len(groups))
+    rows = -(-len(groups) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.6 * rows), squeeze=False)
+    high = max(20.0, float(ablation["drop"].max()))
+    for ax, ((variant, task, seed), part) in zip(axes.flat, groups):
+        grid = part.pivot(index="layer", columns="head", values="drop")
+        sns.heatmap(grid, ax=ax, cmap="rocket_r", vmin=min(0.0, float(ablation["drop"].min())), vmax=high, cbar=True, annot=grid.shape[1] <= 8, fmt=".0f")
+        ax.set_title(f"{variant} · {task} · seed {seed}", fontsize=9)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _drops(ablation: pd.DataFrame, variant: str, task: str) -> dict:
+    part = ablation[(ablation["variant"] == variant) & (ablation["task"] == task)]
+    return {seed: group for seed, group in part.groupby("seed")}
+
+
+def _untrained(part: pd.DataFrame, label: str, trained_accuracy: float) -> str | None:
+    """Why an ablation check cannot be read: its model's baseline is below ``trained_accuracy`` %; else None."""
+    baseline = 100 * float(part["baseline"].iloc[0])
+    if baseline >= trained_accuracy:
+        return None
+    return f"not tested: {label} reaches {baseline:.1f} % < {trained_accuracy:g} %, it did not learn the task at this size"
+
+
+def claims_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+    """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ 40 points and every other head < 5; NoPE on
+    Task 1 and RoPE on Task 2 have no head with a drop ≥ 20. Each check reads a model that learned its task
+    (baseline ≥ ``trained_accuracy`` %); otherwise it is not tested, with the reason."""
+    rows = []
+    deposit, others = ("one layer-0 deposit head", "exactly one head ≥ 40, in layer 0"), ("every other head", "< 5 points")
+    rope = _drops(ablation, "rope", "distance")
+    if not rope:
+        rows.append(_missing("B-3", *deposit[:1], deposit[1], "rope", task="distance"))
+    for seed, part in rope.items():
+        big = part[part["drop"] >= 40]
+        one = len(big) == 1 and int(big.iloc[0]["layer"]) == 0
+        rest = part.drop(big.index) if one else part.drop(part["drop"].idxmax())
+        where = ", ".join(f"L{int(r.layer)} H{int(r.head)} {r.drop:.1f}" for r in big.itertuples()) or "none"
+        found = [f"heads ≥ 40: {where}", f"largest {rest['drop'].max():.1f} points"]
+        reason = _untrained(part, "RoPE on Task 1", trained_accuracy)
+        if reason:
+            found = [f"{text}; {reason}" for text in found]
+        rows.append(verdicts.row("B-3", deposit[0], found[0], deposit[1], None if reason else one, task="distance", seed=seed))
+        rows.append(verdicts.row("B-3", others[0], found[1], others[1], None if reason else bool(rest["drop"].max() < 5), task="distance", seed=seed))
+    for variant, task, label in (("nope", "distance", "NoPE on Task 1"), ("rope", "count", "RoPE on Task 2")):
+        found = _drops(ablation, variant, task)
+        check = f"no deposit: {label}"
+        if not found:
+            rows.append(_missing("B-3", check, "every head < 20", variant, task=task))
+        for seed, part in found.items():
+            rows.append(_no_deposit("B-3", check, part, label, trained_accuracy, task, seed))
+    return verdicts.with_seed_summary(rows)
+
+
+def _no_deposit(claim: str, check: str, part: pd.DataFrame, label: str, trained_accuracy: float, task: str, seed) -> dict:
+    top = part.loc[part["drop"].idxmax()]
+    measured = f"largest {top['drop']:.1f} points (L{int(top['layer'])} H{int(top['head'])})"
+    reason = _untrained(part, label, trained_accuracy)
+    if reason:
+        measured += f"; {reason}"
+    return verdicts.row(claim, check, measured, "every head < 20", None if reason else bool(top["drop"] < 20), task=task, seed=seed)
+
+
+def claims_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+    """B-5: MLA on Task 1 has no head whose removal costs ≥ 20 points (read where MLA learned the task)."""
+    rows = []
+    found = _drops(ablation, "mla", "distance")
+    if not found:
+        rows.append(_missing("B-5", "no deposit: MLA on Task 1", "every head < 20", "mla", task="distance"))
+    for seed, part in found.items():
+        check = f"no deposit: MLA on Task 1 ({part['mode'].iloc[0]} ablation)"
+        rows.append(_no_deposit("B-5", check, part, "MLA on Task 1", trained_accuracy, "distance", seed))
+    return verdicts.with_seed_summary(rows)
+
+
+# ------------------------------------------------------------------------------------------------ probe
+
+
+def plot_probe(probe: pd.DataFrame) -> plt.Figure:
+    """Held-out accuracy of the position probe after each layer (0 = the input), one line per run."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    frame = probe.assign(run=probe["variant"] + " · " + probe["task"], accuracy=100 * probe["accuracy"])
+    sns.lineplot(frame, x="layer", y="accuracy", hue="run", style="task", units="seed", estimator=None, marker="o", ax=ax)
+    ax.axhline(100 * probe["chance"].iloc[0], color="grey", ls=":", lw=1, label="chance")
+    ax.set(xlabel="after layer (0 = input)", ylabel="position probe accuracy (%)", ylim=(0, 100))
+    ax.set_xticks(sorted(probe["layer"].unique()))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def probe_table(probe: pd.DataFrame) -> pd.DataFrame:
+    """Probe accuracy (%) per run (rows) and layer (columns), mean over seeds."""
+    table = probe.assign(accuracy=100 * probe["accuracy"]).pivot_table(index=["variant", "task"], columns="layer", values="accuracy", sort=False)
+    table.columns = [f"layer {c}" if c else "input" for c in table.columns]
+    return table.reset_index()

@@ -1,0 +1,107 @@
+# Paper B's jobs: training of every variant (position encoding) × task × seed of the grid (b.runs), the test
+# evaluation, the per-head ablation (spec §B4), the Toeplitz check of layer 0 (§B1) and the position probe (§B6).
+# Data are the core's split rule (results/b/data/); training and evaluation reuse the core's rules with a
+# {variant} level in their paths and the variant's settings (b.model / b.train under its overrides) as params,
+# so editing a variant reruns only its jobs. The notebooks come from study.yaml.
+
+B = "results/b"
+B_RUN = "{variant}/{task}/seed{seed}"
+B_DATA = f"{B}/data/{{task}}/seed{{seed}}"
+B_INDEX = f"{B}/train/{B_RUN}/checkpoints.json"
+
+
+wildcard_constraints:
+    variant="|".join(config["b"]["variants"]),
+
+
+def b_variant(wildcards, *parts):
+    """The variant's settings of ``parts`` (model, train) over the section's, with the data section, as JSON."""
+    from posym.studies.b.config_checks import variant_settings
+
+    merged = variant_settings(config["b"], wildcards.variant)
+    values = {"data": config["b"]["data"], **{part: merged[part] for part in parts}}
+    return json.dumps(values, sort_keys=True)
+
+
+def b_gpus(wildcards):
+    """A training job asks for one GPU unless its variant trains on the CPU."""
+    return (
+        0
+        if json.loads(b_variant(wildcards, "train"))["train"]["device"] == "cpu"
+        else 1
+    )
+
+
+use rule train as b_train with:
+    input:
+        train=f"{B_DATA}/train.safetensors",
+        test=f"{B_DATA}/test.safetensors",
+    output:
+        index=B_INDEX,
+        metrics=f"{B}/train/{B_RUN}/metrics.csv",
+        losses=f"{B}/train/{B_RUN}/train_log.csv",
+    log:
+        "logs/b/train/{variant}/{task}/seed{seed}.log",
+    benchmark:
+        f"{B}/benchmarks/train/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=8000, minutes=720),
+        gpu=b_gpus,
+        cpus_per_gpu=cpus_per_gpu,
+    params:
+        settings=lambda wildcards: b_variant(wildcards, "model", "train"),
+        out=output_dir,
+
+
+use rule evaluate_test as b_evaluate with:
+    input:
+        index=B_INDEX,
+        data=f"{B_DATA}/test.safetensors",
+    output:
+        f"{B}/eval/{B_RUN}/test.csv",
+    log:
+        "logs/b/eval/{variant}/{task}/seed{seed}/test.log",
+    benchmark:
+        f"{B}/benchmarks/evaluate_test/{{variant}}-{{task}}-seed{{seed}}.tsv"
+
+
+use rule evaluate_test as b_ablation with:
+    input:
+        index=B_INDEX,
+        train_data=f"{B_DATA}/train.safetensors",
+        test_data=f"{B_DATA}/test.safetensors",
+    output:
+        f"{B}/ablation/{B_RUN}/heads.csv",
+    log:
+        "logs/b/ablation/{variant}/{task}/seed{seed}.log",
+    benchmark:
+        f"{B}/benchmarks/ablation/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    resources:
+        **job_resources(mem_mb=4000, minutes=240),
+    params:
+        **posym("b ablation", settings=("b", "ablation")),
+
+
+use rule evaluate_test as b_toeplitz with:
+    input:
+        index=B_INDEX,
+        data=f"{B_DATA}/test.safetensors",
+    output:
+        f"{B}/analysis/{B_RUN}/toeplitz.csv",
+    log:
+        "logs/b/analysis/{variant}/{task}/seed{seed}/toeplitz.log",
+    benchmark:
+        f"{B}/benchmarks/toeplitz/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    params:
+        **posym("b toeplitz", settings=("b", "toeplitz")),
+
+
+use rule b_toeplitz as b_probe with:
+    output:
+        f"{B}/analysis/{B_RUN}/probe.csv",
+    log:
+        "logs/b/analysis/{variant}/{task}/seed{seed}/probe.log",
+    benchmark:
+        f"{B}/benchmarks/probe/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    params:
+        **posym("b probe", settings=("b", "probe")),

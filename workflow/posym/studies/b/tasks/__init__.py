@@ -1,0 +1,19 @@
+"""Paper B's tasks (spec §B2): ``distance.py`` (Task 1, position-sensitive) and ``count.py`` (Task 2,
+position-agnostic), on the word vocabulary, padding and random streams they share (``words.py``)."""
+
+from __future__ import annotations
+
+from posym import tasks as _registry
+
+from .words import WordTask
+
+#: The paper's order of its tasks (Task 1, Task 2), for the figures and tables that show both.
+PAPER_ORDER = ("distance", "count")
+
+
+def get(name: str) -> WordTask:
+    """Paper B's task ``name``."""
+    task = _registry.get(name)
+    if not isinstance(task, WordTask):
+        raise ValueError(f"{name!r} is not a task of paper B")
+    return task
