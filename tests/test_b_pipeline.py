@@ -56,9 +56,9 @@ def test_the_report_has_paper_b_with_every_claim(b_run):
     assert (report / "b" / "figures" / "ablation_heatmaps.png").is_file()
     manifest = json.loads((report / "manifest.json").read_text())
     assert any("results/b/data/count/seed0/train.json" in str(entry) for entry in manifest["data"])
-    # B-4 needs partial_rope_16, which the toy grid does not train: said, not passed.
+    # B-4 needs partial_rope_all, which the toy grid does not train: said, not passed.
     b4 = table(b_run, "claims_B4")
-    assert list(b4["verdict"]) == ["not tested"] and "partial_rope_16" in b4.iloc[0]["measured"]
+    assert list(b4["verdict"]) == ["not tested"] and "partial_rope_all" in b4.iloc[0]["measured"]
 
 
 def test_editing_one_variant_reruns_only_its_jobs(b_run):

@@ -70,7 +70,7 @@ def test_the_default_config_has_a_b_section_that_validates():
         ({"variants": {"rope": {"model": {"positon": "nope"}}}}, "b.variants.rope.model.positon"),
         ({"variants": {"rope": {"model": {"position": "sinusoid"}}}}, "b.variants.rope.model.position"),
         ({"variants": {"rope": {"train": {"batch_size": 0}}}}, "b.variants.rope.train.batch_size"),
-        ({"variants": {"half": {"model": {"position": "partial_rope"}}}}, "b.variants.half.model"),
+        ({"variants": {"half": {"model": {"position": "partial_rope"}}}, "runs": {"distance": ["half"]}}, "b.variants.half.model"),
         ({"variants": {"mla": {"model": {"attention": "mla", "position": "t5"}}}}, "b.variants.mla.model"),
         ({"runs": {"distance": ["rope", "nothing"]}}, "b.runs.distance.1"),
         ({"tasks": ["distance"], "runs": {"distance": ["rope"], "count": ["rope"]}}, "b.runs.count"),
@@ -80,6 +80,15 @@ def test_the_default_config_has_a_b_section_that_validates():
 def test_a_bad_variant_or_grid_is_named(section, key):
     with pytest.raises(config.ConfigError, match=f"'{key}'"):
         config.validate(with_b(**section))
+
+
+def test_a_catalogue_variant_is_checked_against_the_model_only_where_it_is_trained():
+    """The catalogue (merged under a config's variants) holds partial_rope_3; a 2-head model may leave it out."""
+    small = with_b(model={"n_head": 2, "d_model": 32}, runs={"distance": ["rope"], "count": ["nope"]})
+    assert "partial_rope_3" in config.validate(copy.deepcopy(small))["b"]["variants"]
+    small["b"]["runs"]["distance"].append("partial_rope_3")
+    with pytest.raises(config.ConfigError, match="'b.variants.partial_rope_3.model'.*0..2"):
+        config.validate(small)
 
 
 def test_a_variant_overrides_only_what_it_names():
@@ -211,12 +220,12 @@ def test_b1_and_b2_verdicts_follow_the_numbers():
 
 
 def test_b4_is_not_tested_when_the_reference_model_learned_nothing():
-    learned = runs_frame({("partial_rope_1", "distance"): 88, ("partial_rope_16", "distance"): 91})
-    assert verdict_of(results.claims_b4(learned, 50), "k = 16") == ["pass"]
-    assert verdict_of(results.claims_b4(learned.assign(accuracy=[70, 91]), 50), "k = 16") == ["fail"]
-    chance = runs_frame({("partial_rope_1", "distance"): 2, ("partial_rope_16", "distance"): 3})
+    learned = runs_frame({("partial_rope_1", "distance"): 88, ("partial_rope_all", "distance"): 91})
+    assert verdict_of(results.claims_b4(learned, 50), "all heads") == ["pass"]
+    assert verdict_of(results.claims_b4(learned.assign(accuracy=[70, 91]), 50), "all heads") == ["fail"]
+    chance = runs_frame({("partial_rope_1", "distance"): 2, ("partial_rope_all", "distance"): 3})
     table = results.claims_b4(chance, 50)
-    assert verdict_of(table, "k = 16") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
+    assert verdict_of(table, "all heads") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
 
 
 def ablation_frame(variant, task, drops: dict, baseline=0.9, layers=2, heads=4) -> pd.DataFrame:

@@ -64,7 +64,7 @@ def test_deterministic_per_seed_and_split(name):
     again, _ = make(name, 5000, seed=7)
     for key, array in first.all_arrays().items():
         assert array.tobytes() == again.all_arrays()[key].tobytes()
-    assert record == {"seed": 7, "stream": [7, PAPER_ORDER.index(name), 0], "triggers": list(get(name).triggers),
+    assert record == {"seed": 7, "stream": [7, PAPER_ORDER.index(name), 0], "triggers": list(get(name).triggers), "length": 128,
                       **({"exclude_trigger_fillers": False} if name == "distance" else {})}  # fmt: skip
     other_seed, _ = make(name, 5000, seed=8)
     test_split, test_record = make(name, 5000, seed=7, split="test")
@@ -207,3 +207,19 @@ def test_round_trip_on_disk(tmp_path, name):
         assert getattr(loaded, key).dtype == array.dtype and np.array_equal(getattr(loaded, key), array)
     assert datasets.load_metadata(metadata_path)["generator"]["triggers"] == list(get(name).triggers)
     assert Counter(datasets.load_metadata(metadata_path)["vocab"][:5]) == Counter(SPECIALS)
+
+
+@pytest.mark.parametrize("name", ["distance", "count"])
+def test_a_shorter_task_scales_every_size(name):
+    task = get(name)
+    data, record = task.generate("train", 2000, 7, {"length": 48})
+    assert data.tokens.shape == (2000, 48) and record["length"] == 48
+    task.validate(data)  # the checks read the shape from the tokens' width
+    words = (data.tokens != 0).sum(1)
+    if name == "distance":  # sides 1..9, between 1..26 (25 and 70 scaled by 48 / 128), sentence at most 45
+        assert data.labels.min() == 2 and data.labels.max() == 27 and words.max() <= 45
+        assert data.trigger_pos.max() == 9
+    else:  # 45 words, counts 0..38
+        assert (words == 45).all() and data.labels.max() == 38
+    with pytest.raises(ValueError, match="length"):
+        task.generate("train", 10, 7, {"length": 8})

@@ -43,6 +43,11 @@ def study_defaults(study_id: str) -> dict:
     return validate({"studies": [study_id]})[study_id]
 
 
+#: A schema keyword of posym's: the property's default is a catalogue that a given value is merged over (deep,
+#: as --configfile merges files) instead of replacing it, so a config can adjust or add entries and keep the rest.
+MERGE_DEFAULT = "mergeDefault"
+
+
 def _with_defaults(validator_class):
     """A validator that fills in schema defaults while it walks the config."""
     check_properties = validator_class.VALIDATORS["properties"]
@@ -52,6 +57,9 @@ def _with_defaults(validator_class):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
+                elif sub.get(MERGE_DEFAULT) and isinstance(instance.get(name), dict):
+                    # A catalogue (paper B's variants): what a config gives is merged over the default entries.
+                    instance[name] = deep_merge(sub["default"], instance[name])
         yield from check_properties(validator, properties, instance, schema)
 
     return validators.extend(validator_class, {"properties": fill})

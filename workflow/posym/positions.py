@@ -292,12 +292,14 @@ class PartialRope(Rope):
 
     @classmethod
     def from_config(cls, config, members: int = 1) -> "PartialRope":
-        return cls(config.head_dim, config.rope_heads, config.rope_base)
+        heads = config.n_head if config.rope_heads == "all" else config.rope_heads
+        return cls(config.head_dim, heads, config.rope_base)
 
     @classmethod
     def check(cls, config) -> None:
-        if getattr(config, "rope_heads", None) is None or not 0 <= config.rope_heads <= config.n_head:
-            raise ValueError(f"rope_heads={getattr(config, 'rope_heads', None)} must be 0..{config.n_head} for partial_rope")
+        heads = getattr(config, "rope_heads", None)
+        if heads != "all" and (isinstance(heads, bool) or not isinstance(heads, int) or not 0 <= heads <= config.n_head):
+            raise ValueError(f"rope_heads={heads!r} must be 0..{config.n_head} or 'all' for partial_rope")
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x (..., H, T, head_dim): heads 0..heads−1 rotated, the rest unchanged."""

@@ -52,7 +52,7 @@ class EncoderConfig:
     max_len: int
     position: str
     rope_base: float
-    rope_heads: int | None
+    rope_heads: int | str | None  # partial_rope: the first k heads, or "all"
     dropout: float
     layer_norm_epsilon: float
     attention: str

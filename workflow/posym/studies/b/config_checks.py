@@ -24,6 +24,7 @@ def problems(section: dict, prefix: str) -> list[str]:
         found.append(f"config key '{prefix}.{key}': {text}")
 
     schema = studies.section_schema("b")["properties"]
+    trained = {variant for task in section["tasks"] for variant in section["runs"].get(task, [])}
     for variant, overrides in section["variants"].items():
         for part in ("model", "train"):
             known = schema[part]["properties"]
@@ -34,12 +35,17 @@ def problems(section: dict, prefix: str) -> list[str]:
                 key = ".".join(map(str, error.absolute_path))
                 source = f"variants.{variant}.{part}.{key}" if key.split(".")[0] in overrides.get(part, {}) else f"{part}.{key}"
                 problem(source, error.message)
-        if found:
-            continue
+        if found or variant not in trained:
+            continue  # a catalogue entry that is not trained need not fit this model (partial_rope_3 on 2 heads)
         try:  # what the encoder itself refuses (a partial_rope without rope_heads, MLA with an attending scheme, ...)
             architecture.model_config(VOCAB_SIZE, variant_settings(section, variant)["model"])
         except ValueError as err:
             problem(f"variants.{variant}.model", str(err))
+        max_len = variant_settings(section, variant)["model"]["max_len"]
+        for task in section["tasks"]:
+            length = section["data"].get(task, {}).get("length", max_len)
+            if variant in section["runs"].get(task, []) and length > max_len:
+                problem(f"variants.{variant}.model.max_len", f"{max_len} is shorter than data.{task}.length={length}")
         train = variant_settings(section, variant)["train"]
         if train["warmup_steps"] > train["steps"]:
             problem(f"variants.{variant}.train.warmup_steps", f"{train['warmup_steps']} exceeds steps={train['steps']}")

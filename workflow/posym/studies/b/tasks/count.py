@@ -16,7 +16,7 @@ import numpy as np
 
 from posym.tasks import TaskData
 
-from .words import CHUNK, MAX_LEN, MAX_SENTENCE, WORD_IDS, WordTask, layout_checks, raise_first
+from .words import CHUNK, WORD_IDS, Shape, WordTask, layout_checks, raise_first
 
 #: Words 3..32 of ``np.random.default_rng(20240602).permutation(569)`` (``distance``'s triggers are the first
 #: two, so the tasks share none), written out so that a change of NumPy's streams cannot move them.
@@ -38,27 +38,29 @@ class CountTask(WordTask):
     def make_chunk(self, draw: np.random.Generator, settings: dict) -> dict[str, np.ndarray]:
         triggers = self.trigger_ids
         fillers = WORD_IDS[~np.isin(WORD_IDS, triggers)]
-        count = draw.integers(0, MAX_COUNT + 1, CHUNK)
-        picked = triggers[draw.integers(0, len(triggers), (CHUNK, MAX_SENTENCE))]
-        filled = fillers[draw.integers(0, len(fillers), (CHUNK, MAX_SENTENCE))]
+        shape = Shape(settings["length"])
+        sentence = shape.sentence
+        count = draw.integers(0, shape.scaled(MAX_COUNT) + 1, CHUNK)
+        picked = triggers[draw.integers(0, len(triggers), (CHUNK, sentence))]
+        filled = fillers[draw.integers(0, len(fillers), (CHUNK, sentence))]
         # The first `count` places take triggers, the rest fillers; a uniform shuffle of each row then mixes them.
-        words = np.where(np.arange(MAX_SENTENCE)[None, :] < count[:, None], picked, filled)
-        words = np.take_along_axis(words, np.argsort(draw.random((CHUNK, MAX_SENTENCE)), axis=1), axis=1)
-        tokens = np.zeros((CHUNK, MAX_LEN), dtype=np.int64)
-        tokens[:, :MAX_SENTENCE] = words
+        words = np.where(np.arange(sentence)[None, :] < count[:, None], picked, filled)
+        words = np.take_along_axis(words, np.argsort(draw.random((CHUNK, sentence)), axis=1), axis=1)
+        tokens = np.zeros((CHUNK, shape.length), dtype=np.int64)
+        tokens[:, :sentence] = words
         return {"tokens": tokens, "labels": count}
 
     def validate(self, data: TaskData) -> None:
         """Count the triggers of each sentence: the label must be that number, at most 100; every sentence is 120
         words followed by padding."""
         tokens, labels = data.tokens.astype(np.int64), data.labels.astype(np.int64)
-        if tokens.shape[1] != MAX_LEN:
-            raise ValueError(f"{self.name} samples have {tokens.shape[1]} positions; expected {MAX_LEN}")
+        shape = Shape(tokens.shape[1])
+        most = shape.scaled(MAX_COUNT)
         counted = np.isin(tokens, self.trigger_ids).sum(axis=1)
         checks = [
-            (labels > MAX_COUNT, f"label above {MAX_COUNT}"),
+            (labels > most, f"label above {most}"),
             (labels != counted, "the label is not the number of trigger words"),
-            *layout_checks(tokens, np.full(len(data), MAX_SENTENCE)),
+            *layout_checks(tokens, np.full(len(data), shape.sentence)),
         ]
         raise_first(self.name, checks)
 

@@ -33,8 +33,7 @@ from posym.tasks import TaskData
 
 from .words import (
     CHUNK,
-    MAX_LEN,
-    MAX_SENTENCE,
+    Shape,
     WORD_IDS,
     WordTask,
     layout_checks,
@@ -48,7 +47,7 @@ from .words import (
 TRIGGERS = ("w173", "w314")
 MAX_BETWEEN = 70  # the authors' max_words_between
 MAX_SIDE = 25  # max_words_side
-MIN_LABEL, MAX_LABEL = 2, MAX_BETWEEN + 1
+MIN_LABEL = 2  # the largest is MAX_BETWEEN + 1 (71) at the authors' length, scaled with it
 
 
 class DistanceTask(WordTask):
@@ -61,24 +60,26 @@ class DistanceTask(WordTask):
         exclude = options.get("exclude_trigger_fillers", False)
         if not isinstance(exclude, bool):
             raise ValueError(f"exclude_trigger_fillers must be true or false, got {exclude!r}")
-        return {"exclude_trigger_fillers": exclude}
+        return {**super().settings(options), "exclude_trigger_fillers": exclude}
 
     def make_chunk(self, draw: np.random.Generator, settings: dict) -> dict[str, np.ndarray]:
+        shape = Shape(settings["length"])
+        most_between, most_side = shape.scaled(MAX_BETWEEN), shape.scaled(MAX_SIDE)
         w1, w2 = self.trigger_ids
         words = WORD_IDS[~np.isin(WORD_IDS, self.trigger_ids)] if settings["exclude_trigger_fillers"] else WORD_IDS
-        between = draw.integers(1, MAX_BETWEEN + 1, CHUNK)
-        left = draw.integers(1, MAX_SIDE + 1, CHUNK)
-        right = draw.integers(1, MAX_SIDE + 1, CHUNK)
-        segments = [ordered_samples(draw, words, CHUNK, k) for k in (MAX_SIDE, MAX_BETWEEN, MAX_SIDE)]
+        between = draw.integers(1, most_between + 1, CHUNK)
+        left = draw.integers(1, most_side + 1, CHUNK)
+        right = draw.integers(1, most_side + 1, CHUNK)
+        segments = [ordered_samples(draw, words, CHUNK, k) for k in (most_side, most_between, most_side)]
 
         # Each segment keeps the first len(segment) of its sample, written from its offset in the sentence; the
         # right segment stops at the 120-word cut.
         p1, p2 = left, left + 1 + between
-        tokens = np.zeros((CHUNK, MAX_LEN), dtype=np.int64)
+        tokens = np.zeros((CHUNK, shape.length), dtype=np.int64)
         for words_, start, size in zip(segments, (np.zeros_like(p1), p1 + 1, p2 + 1), (left, between, right)):
             place = np.arange(words_.shape[1])[None, :]
             column = start[:, None] + place
-            rows, places = np.nonzero((place < size[:, None]) & (column < MAX_SENTENCE))
+            rows, places = np.nonzero((place < size[:, None]) & (column < shape.sentence))
             tokens[rows, column[rows, places]] = words_[rows, places]
         tokens[np.arange(CHUNK), p1] = w1
         tokens[np.arange(CHUNK), p2] = w2
@@ -92,21 +93,21 @@ class DistanceTask(WordTask):
         Where fillers may be triggers, a label moved onto another w2 would pass: it is then still a distance from
         w1 to a w2. With ``exclude_trigger_fillers`` each trigger occurs once and the label is fully determined."""
         tokens, labels = data.tokens.astype(np.int64), data.labels.astype(np.int64)
-        if tokens.shape[1] != MAX_LEN:
-            raise ValueError(f"{self.name} samples have {tokens.shape[1]} positions; expected {MAX_LEN}")
+        shape = Shape(tokens.shape[1])
+        most_between, most_side, width = shape.scaled(MAX_BETWEEN), shape.scaled(MAX_SIDE), shape.length
         w1, w2 = self.trigger_ids
         rows = np.arange(len(data))
         p1 = data.trigger_pos.astype(np.int64)
         p2 = p1 + labels
         length = sentence_lengths(tokens)
         checks = [
-            ((labels < MIN_LABEL) | (labels > MAX_LABEL), f"label outside {MIN_LABEL}..{MAX_LABEL}"),
-            ((p1 < 1) | (p1 > MAX_SIDE), f"trigger_pos outside 1..{MAX_SIDE}"),
-            (tokens[rows, np.clip(p1, 0, MAX_LEN - 1)] != w1, f"no {TRIGGERS[0]} at trigger_pos"),
-            (tokens[rows, np.clip(p2, 0, MAX_LEN - 1)] != w2, f"no {TRIGGERS[1]} at trigger_pos + label"),
+            ((labels < MIN_LABEL) | (labels > most_between + 1), f"label outside {MIN_LABEL}..{most_between + 1}"),
+            ((p1 < 1) | (p1 > most_side), f"trigger_pos outside 1..{most_side}"),
+            (tokens[rows, np.clip(p1, 0, width - 1)] != w1, f"no {TRIGGERS[0]} at trigger_pos"),
+            (tokens[rows, np.clip(p2, 0, width - 1)] != w2, f"no {TRIGGERS[1]} at trigger_pos + label"),
             (
-                (length < p2 + 2) | (length > np.minimum(p2 + 1 + MAX_SIDE, MAX_SENTENCE)),
-                f"the sentence does not end 1..{MAX_SIDE} words after {TRIGGERS[1]} (or at {MAX_SENTENCE})",
+                (length < p2 + 2) | (length > np.minimum(p2 + 1 + most_side, shape.sentence)),
+                f"the sentence does not end 1..{most_side} words after {TRIGGERS[1]} (or at {shape.sentence})",
             ),
             *layout_checks(tokens, length),
         ]

@@ -6,7 +6,9 @@ Vocabulary. The authors' tokenizer was trained on a corpus that is not published
 posym's core wants id 0 to be padding; the authors pad with id 0 too, so the models see the same thing).
 
 Sequences are sentences of at most :data:`MAX_SENTENCE` = 120 words, right-padded with id 0 to
-:data:`MAX_LEN` = 128 (the authors' ``max_len``), as the authors' dataset class does.
+:data:`MAX_LEN` = 128 (the authors' ``max_len``), as the authors' dataset class does. The option ``length``
+shrinks a task for small runs: every size of the task (sentence, segments, counts) scales by length / 128
+(:class:`Shape`), so 128 is the authors' task and the tokens' width always says which shape made them.
 
 Labels are class numbers (a distance, a count), not token ids.
 
@@ -19,6 +21,7 @@ made alone and growing a split keeps its samples.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -32,6 +35,7 @@ FIRST_WORD_ID = len(SPECIALS)  # 5: word w<k> has id 5 + k
 VOCAB_SIZE = len(SPECIALS) + N_WORDS  # 574, the authors' vocab_size
 MAX_LEN = 128  # padded length (the authors' max_len)
 MAX_SENTENCE = 120  # words per sentence at most (the generators' max_sentence_length)
+MIN_LENGTH = 16  # the shortest task the option ``length`` makes
 SPLITS = ("train", "val", "test")
 CHUNK = 4096  # samples per random stream; fixed, since the bytes depend on it
 
@@ -71,6 +75,25 @@ def ordered_samples(draw: np.random.Generator, population: np.ndarray, rows: int
             taken[done, item] = True
             pending = pending[~fresh]
     return population[picks]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes of a task padded to ``length`` positions: the authors' sizes at 128, scaled by length / 128."""
+
+    length: int = MAX_LEN
+
+    def __post_init__(self):
+        if not MIN_LENGTH <= self.length <= MAX_LEN:
+            raise ValueError(f"length must be {MIN_LENGTH}..{MAX_LEN}, got {self.length!r}")
+
+    def scaled(self, size: int) -> int:
+        """``size`` of the authors' task (at 128) in this one."""
+        return max(1, round(size * self.length / MAX_LEN))
+
+    @property
+    def sentence(self) -> int:
+        return self.scaled(MAX_SENTENCE)
 
 
 def word_mask(lengths: np.ndarray, width: int = MAX_LEN) -> np.ndarray:
@@ -129,7 +152,11 @@ class WordTask(Task):
 
     def settings(self, options: Mapping) -> dict:
         """The generator options this task reads, with their defaults (recorded with the dataset)."""
-        return {}
+        length = options.get("length", MAX_LEN)
+        if isinstance(length, bool) or not isinstance(length, int):
+            raise ValueError(f"length must be an integer, got {length!r}")
+        Shape(length)
+        return {"length": length}
 
     def make_chunk(self, draw: np.random.Generator, settings: dict) -> dict[str, np.ndarray]:
         """:data:`CHUNK` samples as arrays (tokens, labels and the task's own), from ``draw``."""
@@ -147,7 +174,7 @@ class WordTask(Task):
             if chunks:
                 arrays[key] = np.concatenate([chunk[key] for chunk in chunks])[:n].astype(dtype)
             else:
-                arrays[key] = np.zeros((0, MAX_LEN) if key == "tokens" else (0,), dtype=dtype)
+                arrays[key] = np.zeros((0, settings["length"]) if key == "tokens" else (0,), dtype=dtype)
         data = TaskData(self.name, arrays.pop("tokens"), arrays.pop("labels"), arrays)
         record = {
             "seed": base_seed,
