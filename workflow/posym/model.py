@@ -194,6 +194,15 @@ def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool)
     return out.reshape(*lead, *out.shape[-3:])
 
 
+def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, bool]:
+    """``ids`` as (members, batch, T), and whether they came so: (batch, T) is taken for a one-member model."""
+    if ids.dim() == 3:
+        return ids, True
+    if members != 1:
+        raise ValueError(f"a model of {members} members needs ids of shape (members, batch, T)")
+    return ids[None], False
+
+
 # --------------------------------------------------------------------------- dropout
 
 
@@ -359,11 +368,7 @@ class PosymModel(nn.Module):
         hooks: Mapping[str, Hook] | None = None,
     ) -> torch.Tensor:
         """Logits at the last position, shape (…, V), or at every position, (…, T, V)."""
-        packed = ids.dim() == 3
-        if not packed:
-            if self.members != 1:
-                raise ValueError(f"a model of {self.members} members needs ids of shape (members, batch, T)")
-            ids = ids[None]
+        ids, packed = with_member_axis(ids, self.members)
         S, B, T = ids.shape
         if positions is None:
             positions = torch.arange(T, device=ids.device)

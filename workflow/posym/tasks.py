@@ -181,11 +181,15 @@ def registry() -> dict[str, Task]:
     return found
 
 
-def get(name: str) -> Task:
+def get(name: str, study: str | None = None) -> Task:
+    """The task ``name``; with ``study``, refused unless it is that study's."""
     try:
-        return registry()[name]
+        task = registry()[name]
     except KeyError:
         raise ValueError(f"unknown task {name!r}; expected one of {sorted(registry())}") from None
+    if study is not None and task.study != study:
+        raise ValueError(f"{name!r} is not a task of paper {study.upper()} (it is study {task.study}'s)")
+    return task
 
 
 def names() -> tuple[str, ...]:

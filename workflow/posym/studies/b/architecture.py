@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import positions as position_schemes
-from ...model import Hook, MemberDropout, attention, layer_hook
+from ...model import Hook, MemberDropout, attention, layer_hook, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
@@ -262,11 +262,7 @@ class Encoder(nn.Module):
         dropout: MemberDropout | None = None,
         hooks: Mapping[str, Hook] | None = None,
     ) -> torch.Tensor:
-        packed = ids.dim() == 3
-        if not packed:
-            if self.members != 1:
-                raise ValueError(f"a model of {self.members} members needs ids of shape (members, batch, T)")
-            ids = ids[None]
+        ids, packed = with_member_axis(ids, self.members)
         x, key_mask = self.residual_stream(ids, dropout=dropout, hooks=hooks)
         logits = self.classify(x, key_mask)
         return logits if packed else logits[0]

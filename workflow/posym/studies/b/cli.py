@@ -55,27 +55,28 @@ def cmd_ablation(args) -> None:
     log.info("baseline %.4f on %d samples; largest drop %.1f points (layer %d head %d)", top["baseline"], len(data), top["drop"], top["layer"], top["head"])
 
 
-def cmd_toeplitz(args) -> None:
+def _model_and_samples(args, key: str):
+    """The command's settings (the section ``key``), the run's final model and the first ``samples`` of --data."""
     from posym import datasets
 
+    section = settings(args, STUDY, key)[key]
+    model, _ = _final(args.index)
+    return section, model, datasets.load_split(args.data).select(slice(0, section["samples"]))
+
+
+def cmd_toeplitz(args) -> None:
     from .toeplitz import check
 
-    section = settings(args, STUDY, "toeplitz")["toeplitz"]
-    model, _ = _final(args.index)
-    data = datasets.load_split(args.data).select(slice(0, section["samples"]))
+    section, model, data = _model_and_samples(args, "toeplitz")
     table = check(model, data.tokens, section["tolerance"])
     write_csv(args.out, table)
     log.info("%s", table.iloc[0].to_dict())
 
 
 def cmd_probe(args) -> None:
-    from posym import datasets
-
     from .probe import position_probe
 
-    section = settings(args, STUDY, "probe")["probe"]
-    model, _ = _final(args.index)
-    data = datasets.load_split(args.data).select(slice(0, section["samples"]))
+    section, model, data = _model_and_samples(args, "probe")
     table = position_probe(model, data.tokens, section["ridge"])
     write_csv(args.out, table)
     log.info("position probe accuracy by layer: %s", " ".join(f"{a:.3f}" for a in table["accuracy"]))

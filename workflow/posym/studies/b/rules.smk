@@ -15,12 +15,12 @@ wildcard_constraints:
 
 
 def b_variant(wildcards, *parts):
-    """The variant's settings of ``parts`` (model, train) over the section's, with the data section, as JSON."""
+    """The variant's settings of ``parts`` (model, train) over the section's, as JSON. Training reads its data
+    from the split files, so no data setting is among them: editing one task's data reruns only that task."""
     from posym.studies.b.config_checks import variant_settings
 
     merged = variant_settings(config["b"], wildcards.variant)
-    values = {"data": config["b"]["data"], **{part: merged[part] for part in parts}}
-    return json.dumps(values, sort_keys=True)
+    return json.dumps({part: merged[part] for part in parts}, sort_keys=True)
 
 
 def b_gpus(wildcards):
