@@ -64,7 +64,7 @@ def test_the_report_has_paper_b_with_every_claim(b_run):
 def test_editing_one_variant_reruns_only_its_jobs(b_run):
     assert planned_jobs(snakemake(b_run, "-n", configfiles=B_CONFIG)) == {}
     edited = b_run / "edited.yaml"
-    edited.write_text("b:\n  variants:\n    alibi: {model: {position: alibi_symmetric, dropout: 0.0}}\n")
+    edited.write_text("b:\n  variants:\n    alibi: {model: {position: alibi_symmetric, dropout: 0.2}}\n")
     jobs = planned_jobs(snakemake(b_run, "-n", configfiles=(*B_CONFIG, edited)))
     per_run = {rule: count for rule, count in jobs.items() if rule.startswith("b_") and "notebook" not in rule}
     assert per_run == dict.fromkeys(["b_train", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 1)
@@ -73,7 +73,7 @@ def test_editing_one_variant_reruns_only_its_jobs(b_run):
 
 def test_editing_one_tasks_data_reruns_only_that_task(b_run):
     edited = b_run / "edited_count.yaml"
-    edited.write_text("b:\n  data:\n    count: {train_samples: 512, test_samples: 96}\n")
+    edited.write_text("b:\n  data:\n    count: {train_samples: 512, test_samples: 112}\n")
     jobs = planned_jobs(snakemake(b_run, "-n", configfiles=(*B_CONFIG, edited)))
     # the count test split and the three count runs (rope, nope, mla); distance is left alone
     assert jobs.get("split") == 1 and jobs.get("b_train") == 3 and jobs.get("b_ablation") == 3

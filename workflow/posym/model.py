@@ -203,6 +203,14 @@ def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, boo
     return ids[None], False
 
 
+def embed_members(wte: torch.Tensor, position, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Each member's token embeddings (wte (S, V, D), ids (S, B, T)) plus the scheme's additive position
+    embedding, where it has one."""
+    x = torch.stack([F.embedding(ids[m], wte[m]) for m in range(ids.shape[0])])
+    absolute = position.embedding(positions)
+    return x if absolute is None else x + absolute
+
+
 # --------------------------------------------------------------------------- dropout
 
 
@@ -380,9 +388,7 @@ class PosymModel(nn.Module):
         return logits if packed else logits[0]
 
     def embed(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = torch.stack([F.embedding(ids[m], self.wte[m]) for m in range(ids.shape[0])])
-        absolute = self.position.embedding(positions)
-        return x if absolute is None else x + absolute
+        return embed_members(self.wte, self.position, ids, positions)
 
     def residual_stream(
         self,

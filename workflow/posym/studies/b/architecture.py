@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import positions as position_schemes
-from ...model import Hook, MemberDropout, attention, layer_hook, with_member_axis
+from ...model import Hook, MemberDropout, attention, embed_members, layer_hook, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
@@ -268,9 +268,7 @@ class Encoder(nn.Module):
         return logits if packed else logits[0]
 
     def embed(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = torch.stack([F.embedding(ids[m], self.wte[m]) for m in range(ids.shape[0])])
-        absolute = self.position.embedding(positions)
-        return x if absolute is None else x + absolute
+        return embed_members(self.wte, self.position, ids, positions)
 
     def residual_stream(
         self, ids: torch.Tensor, *, dropout: MemberDropout | None = None, hooks: Mapping[str, Hook] | None = None

@@ -56,10 +56,12 @@ def plot_curves(metrics: pd.DataFrame) -> plt.Figure:
     """Test accuracy over training of every run, one panel per task."""
     metrics = metrics.groupby(["variant", "task", "seed", "step"], sort=False).tail(1)
     tasks = [t for t in PAPER_ORDER if t in set(metrics["task"])]
+    variants = list(dict.fromkeys(metrics["variant"]))
+    colours = dict(zip(variants, sns.color_palette(n_colors=len(variants))))  # a variant keeps its colour in every panel
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 3.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         part = metrics[metrics["task"] == task].assign(accuracy=lambda f: 100 * f["accuracy"])
-        sns.lineplot(part, x="step", y="accuracy", hue="variant", units="seed", estimator=None, ax=ax)
+        sns.lineplot(part, x="step", y="accuracy", hue="variant", palette=colours, units="seed", estimator=None, ax=ax)
         ax.set(title=f"{task}", xlabel="optimizer step", ylabel="test accuracy (%)", ylim=(0, 100))
         ax.legend(fontsize=7, title="variant", title_fontsize=8)
     fig.tight_layout()
@@ -276,13 +278,13 @@ def claims_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
 
 def plot_probe(probe: pd.DataFrame) -> plt.Figure:
     """Held-out accuracy of the position probe after each layer (0 = the input), one line per run."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     frame = probe.assign(run=probe["variant"] + " · " + probe["task"], accuracy=100 * probe["accuracy"])
     sns.lineplot(frame, x="layer", y="accuracy", hue="run", style="task", units="seed", estimator=None, marker="o", ax=ax)
     ax.axhline(100 * probe["chance"].iloc[0], color="grey", ls=":", lw=1, label="chance")
     ax.set(xlabel="after layer (0 = input)", ylabel="position probe accuracy (%)", ylim=(0, 100))
     ax.set_xticks(sorted(probe["layer"].unique()))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside the axes: lines run under it
     fig.tight_layout()
     return fig
 

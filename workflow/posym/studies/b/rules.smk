@@ -16,7 +16,8 @@ wildcard_constraints:
 
 def b_variant(wildcards, *parts):
     """The variant's settings of ``parts`` (model, train) over the section's, as JSON. Training reads its data
-    from the split files, so no data setting is among them: editing one task's data reruns only that task."""
+    from the split files, so no data setting is among them: editing one task's data reruns only that task.
+    """
     from posym.studies.b.config_checks import variant_settings
 
     merged = variant_settings(config["b"], wildcards.variant)
