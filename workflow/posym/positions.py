@@ -290,10 +290,14 @@ class PartialRope(Rope):
         super().__init__(head_dim, head_dim, base)
         self.heads = heads
 
+    @staticmethod
+    def rotated_heads(rope_heads: int | str, n_head: int) -> int:
+        """How many heads a ``rope_heads`` setting rotates: k, or every head for "all"."""
+        return n_head if rope_heads == "all" else rope_heads
+
     @classmethod
     def from_config(cls, config, members: int = 1) -> "PartialRope":
-        heads = config.n_head if config.rope_heads == "all" else config.rope_heads
-        return cls(config.head_dim, heads, config.rope_base)
+        return cls(config.head_dim, cls.rotated_heads(config.rope_heads, config.n_head), config.rope_base)
 
     @classmethod
     def check(cls, config) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 import seaborn as sns
 
 from posym import claims as verdicts
+from posym.positions import PartialRope
 
 from .tasks import PAPER_ORDER
 
@@ -75,8 +76,7 @@ def rope_heads_table(runs: pd.DataFrame, variants: Mapping[str, dict], n_head: i
     for name, spec in variants.items():
         model = spec.get("model", {})
         if model.get("position") == "partial_rope":
-            k = model.get("rope_heads")
-            heads[name] = model.get("n_head", n_head) if k == "all" else k
+            heads[name] = PartialRope.rotated_heads(model.get("rope_heads"), model.get("n_head", n_head))
     part = runs[(runs["task"] == "distance") & runs["variant"].isin(list(heads))]
     table = part.groupby("variant", sort=False)["accuracy"].agg(ours="mean", seeds="count").reset_index()
     table.insert(0, "k", [heads[v] for v in table["variant"]])
@@ -94,6 +94,7 @@ def plot_rope_heads(runs: pd.DataFrame, table: pd.DataFrame) -> plt.Figure:
     if len(full):
         ax.axhline(full["accuracy"].mean(), color="tab:red", ls="--", lw=1, label="RoPE + sinusoid, all heads")
     ax.set(xlabel="heads with RoPE (k)", ylabel="Task-1 test accuracy (%)", ylim=(0, 100))
+    ax.set_xticks(sorted(table["k"].unique()))  # whole heads only
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

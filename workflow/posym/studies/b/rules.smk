@@ -26,11 +26,10 @@ def b_variant(wildcards, *parts):
 
 def b_gpus(wildcards):
     """A training job asks for one GPU unless its variant trains on the CPU."""
-    return (
-        0
-        if json.loads(b_variant(wildcards, "train"))["train"]["device"] == "cpu"
-        else 1
-    )
+    from posym.studies.b.config_checks import variant_settings
+
+    train = variant_settings(config["b"], wildcards.variant)["train"]
+    return 0 if train["device"] == "cpu" else 1
 
 
 use rule train as b_train with:
