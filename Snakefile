@@ -39,6 +39,7 @@ wildcard_constraints:
         task for study in config["studies"] for task in config[study].get("tasks", [])
     ),
     seed=r"\d+",
+    pack=r"seed\d+(\+\d+)*",
     split="train|val|test",
 
 

@@ -9,7 +9,12 @@ also given at equal precision. The share of the matmul peak uses the peak of the
 measured in the same run and the FLOPs of the HF formulation (all 18 positions), so that both
 implementations are charged the same work.
 
-    python benchmarks/train_throughput.py [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
+``--device cuda`` puts both models, their data and the peak's matrices on the GPU, autocasts on
+it, and waits for the GPU (``torch.cuda.synchronize``) before every clock reading, since CUDA
+kernels run asynchronously; the matmul time is then the kernels' device time. There, steps are
+milliseconds: give more of them per block (``benchmarks/gpu_check.sh`` passes ``--steps 50``).
+
+    python benchmarks/train_throughput.py [--device cpu|cuda] [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 import torch
 
 from posym import config
-from posym.model import PRECISIONS, ModelConfig, autocast
+from posym.model import ModelConfig, autocast
 from posym.studies.a.tasks import get
 from posym.train import Run, TrainConfig, Trainer
 
@@ -33,21 +38,34 @@ PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
 HERE = Path(__file__).resolve().parent
 BATCH, TOKENS = 64, 18  # 17 inputs + the label, as HF sees them
 
+# The precisions compared, each with the dtype its matmul peak is measured in. Named here rather
+# than taken from model.PRECISIONS, whose keys may grow (a precision resolved per device).
+PEAK_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# The square product that reaches the peak: 2048 saturates a CPU's cores in a few ms per product;
+# a GPU needs 8192 (about a TFLOP) to fill its streaming multiprocessors.
+PEAK_SIDE = {"cpu": 2048, "cuda": 8192}
 
-PEAK_DTYPES = {precision: dtype or torch.float32 for precision, dtype in PRECISIONS.items()}
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued kernels, so that the clock read next includes them."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
-def peak_gflops(dtype: torch.dtype, repeats: int = 20) -> dict[str, float]:
-    """Matmul throughput in ``dtype`` for a large square product and for the model's MLP shape."""
-    shapes = {"2048x2048x2048": (2048, 2048, 2048), "mlp 1152x128x512": (BATCH * TOKENS, 128, 512)}
+def peak_gflops(dtype: torch.dtype, device: torch.device, repeats: int = 20) -> dict[str, float]:
+    """Matmul throughput in ``dtype`` on ``device`` for a large square product and for the model's MLP shape."""
+    side = PEAK_SIDE[device.type]
+    shapes = {f"{side}x{side}x{side}": (side, side, side), "mlp 1152x128x512": (BATCH * TOKENS, 128, 512)}
     out = {}
     for name, (m, k, n) in shapes.items():
-        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        a, b = torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)
         for _ in range(3):
             a @ b
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(repeats):
             a @ b
+        synchronize(device)
         out[name] = 2 * m * k * n * repeats / (time.perf_counter() - start) / 1e9
     return out
 
@@ -64,9 +82,10 @@ def posym_trainer(members: int, model: ModelConfig, train: TrainConfig, data, te
     return Trainer(runs, model, train, get("number").vocabulary.tokens)
 
 
-def hf_stepper(model: ModelConfig, train: TrainConfig, data):
+def hf_stepper(model: ModelConfig, train: TrainConfig, data, device: torch.device):
     """GPTJForCausalLM with torch AdamW, clipping and the LR schedule, as HF Trainer runs it
-    (under bfloat16 autocast when ``train.precision`` is bf16, as with ``bf16=True``)."""
+    (under bfloat16 autocast when ``train.precision`` is bf16, as with ``bf16=True``), on ``device``
+    with its data there, as HF Trainer moves each batch."""
     from transformers import GPTJConfig, GPTJForCausalLM, get_linear_schedule_with_warmup
 
     config = GPTJConfig(
@@ -76,7 +95,7 @@ def hf_stepper(model: ModelConfig, train: TrainConfig, data):
         bos_token_id=None, eos_token_id=None,
     )  # fmt: skip
     torch.manual_seed(0)
-    hf = GPTJForCausalLM(config).train()
+    hf = GPTJForCausalLM(config).to(device).train()
     decay = [p for n, p in hf.named_parameters() if not (n.endswith("bias") or "ln_" in n)]
     rest = [p for n, p in hf.named_parameters() if n.endswith("bias") or "ln_" in n]
     optimizer = torch.optim.AdamW(
@@ -84,16 +103,16 @@ def hf_stepper(model: ModelConfig, train: TrainConfig, data):
         lr=train.learning_rate, betas=train.betas,
     )  # fmt: skip
     schedule = get_linear_schedule_with_warmup(optimizer, train.warmup_steps, train.steps)
-    tokens = torch.as_tensor(data.tokens, dtype=torch.long)
-    labels = torch.as_tensor(data.labels, dtype=torch.long)
-    generator = torch.Generator().manual_seed(0)
+    tokens = torch.as_tensor(data.tokens, dtype=torch.long, device=device)
+    labels = torch.as_tensor(data.labels, dtype=torch.long, device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
 
     def step(_: int) -> None:
-        index = torch.randint(0, len(labels), (BATCH,), generator=generator)
+        index = torch.randint(0, len(labels), (BATCH,), generator=generator, device=device)
         ids = torch.cat([tokens[index], labels[index, None]], dim=1)
         target = torch.full_like(ids, -100)
         target[:, -1] = ids[:, -1]
-        with autocast("cpu", train.precision):
+        with autocast(device, train.precision):
             loss = hf(input_ids=ids, labels=target).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
@@ -107,22 +126,40 @@ def hf_stepper(model: ModelConfig, train: TrainConfig, data):
 MATMULS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::matmul"}
 
 
-def matmul_seconds(step, first: int, count: int) -> float:
+def matmul_seconds(step, first: int, count: int, device: torch.device) -> float:
     """Seconds per step spent inside matmul kernels (profiled): the time of a step whose every
-    other operation were free, hence an upper bound on what removing overhead can reach."""
+    other operation were free, hence an upper bound on what removing overhead can reach. On CUDA
+    the kernels' own device time: the CPU time of a matmul op there is only its launch."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
         for k in range(first, first + count):
             step(k)
-    return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMULS) / 1e6 / count
+        synchronize(device)
+    # An op's self time leaves out the ops it calls (aten::matmul -> aten::mm), so nothing counts twice.
+    mine = (lambda e: e.self_device_time_total) if device.type == "cuda" else (lambda e: e.self_cpu_time_total)
+    return sum(mine(e) for e in prof.key_averages() if e.key in MATMULS) / 1e6 / count
 
 
-def timed(step, first: int, count: int) -> float:
+def timed(step, first: int, count: int, device: torch.device) -> float:
+    synchronize(device)  # the previous contender's kernels are not this one's
     start = time.perf_counter()
     for k in range(first, first + count):
         step(k)
+    synchronize(device)
     return (time.perf_counter() - start) / count
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -130,11 +167,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8, help="steps per timed block")
     parser.add_argument("--packed", type=int, default=4, help="seeds packed into one posym model (0: skip)")
-    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
+    parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPES), choices=list(PEAK_DTYPES))
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", choices=list(PEAK_SIDE))
     parser.add_argument("--out", type=Path, default=HERE / "results" / "train_throughput.json")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available")
+    device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     import tempfile
@@ -148,21 +188,21 @@ def main() -> None:
             train = TrainConfig.from_dict({**PAPER_A["train"], "device": args.device, "precision": precision})
             suffix = "" if precision == "fp32" else f"_{precision}"
             contenders[f"posym{suffix}"] = (posym_trainer(1, model, train, data, test, Path(tmp) / precision).step, 1, precision)
-            contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, train, data), 1, precision)
+            contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, train, data, device), 1, precision)
             if args.packed > 1:
                 trainer = posym_trainer(args.packed, model, train, data, test, Path(tmp) / precision)
                 contenders[f"posym_packed{args.packed}{suffix}"] = (trainer.step, args.packed, precision)
-        for step, _, _ in contenders.values():  # warm up allocators and caches
-            timed(step, 0, 3)
+        for step, _, _ in contenders.values():  # warm up allocators, caches and CUDA's kernel choices
+            timed(step, 0, 3, device)
         seconds = {name: [] for name in contenders}
         peaks = {precision: [] for precision in args.precisions}
         for round_ in range(args.rounds):
             for precision in args.precisions:
-                peaks[precision].append(peak_gflops(PEAK_DTYPES[precision]))
+                peaks[precision].append(peak_gflops(PEAK_DTYPES[precision], device))
             for name, (step, _, _) in contenders.items():
-                seconds[name].append(timed(step, 3 + round_ * args.steps, args.steps))
+                seconds[name].append(timed(step, 3 + round_ * args.steps, args.steps, device))
         first = 3 + args.rounds * args.steps
-        in_matmuls = {name: matmul_seconds(step, first, args.steps) for name, (step, _, _) in contenders.items()}
+        in_matmuls = {name: matmul_seconds(step, first, args.steps, device) for name, (step, _, _) in contenders.items()}
     peak = {precision: max(max(p.values()) for p in runs) for precision, runs in peaks.items()}
     work = flops_per_sample(model)
     results = {}
@@ -192,9 +232,16 @@ def main() -> None:
     report = {
         "benchmark": "train_throughput",
         "what": "paper A config, batch 64 per seed; blocks of steps alternate between contenders",
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "threads": torch.get_num_threads()},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "threads": torch.get_num_threads(),
+            "device": device_name(device),
+        },
         "torch": torch.__version__,
         "device": args.device,
+        # "highest": float32 matmuls are true float32; "high" lets CUDA use TF32 (set by whoever trains).
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "rounds": args.rounds,
         "steps_per_block": args.steps,
         "flops_per_sample": work,

@@ -49,9 +49,14 @@ SLOW_FIXTURES = {"tiny_run", "slurm_cluster"}
 
 
 def pytest_collection_modifyitems(config, items):
+    import torch
+
+    no_gpu = pytest.mark.skip(reason="needs a CUDA device (benchmarks/gpu_check.sh runs these on a GPU machine)")
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(no_gpu)
 
 
 # ------------------------------------------------------------------------------------------ settings

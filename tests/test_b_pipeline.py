@@ -67,7 +67,7 @@ def test_editing_one_variant_reruns_only_its_jobs(b_run):
     edited.write_text("b:\n  variants:\n    alibi: {model: {position: alibi_symmetric, dropout: 0.2}}\n")
     jobs = planned_jobs(snakemake(b_run, "-n", configfiles=(*B_CONFIG, edited)))
     per_run = {rule: count for rule, count in jobs.items() if rule.startswith("b_") and "notebook" not in rule}
-    assert per_run == dict.fromkeys(["b_train", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 1)
+    assert per_run == dict.fromkeys(["b_train", "b_train_outputs", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 1)
     assert "split" not in jobs
 
 

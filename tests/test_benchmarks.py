@@ -26,4 +26,81 @@ def test_train_throughput_writes_every_contender_and_ratio(tmp_path):
     expected = results["posym_packed2_bf16"]["samples_per_second"] / results["hf_gptj"]["samples_per_second"]
     assert report["ratios"]["posym_packed2_bf16 / HF at fp32"] == expected
     assert set(report["peak_gflops"]) == {"fp32", "bf16"}
+    assert report["device"] == "cpu" and report["machine"]["device"]
     assert report["summary"]
+
+
+def read_tiny() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())["a"]
+
+
+def test_the_benchmarks_refuse_what_they_cannot_run():
+    """Bad arguments, and CUDA where torch sees none, stop the scripts before they train anything."""
+    bad = {  # command -> what its error says
+        ("bash", "benchmarks/gpu_check.sh", "--device", "tpu"): "--device cuda or cpu, not tpu",
+        ("bash", "benchmarks/gpu_check.sh", "--size", "huge"): "--size paper or min, not huge",
+        (sys.executable, "benchmarks/pack_seeds.py", "--seeds", "1"): "--seeds must be at least 2",
+    }
+    import torch
+
+    if not torch.cuda.is_available():
+        bad[("bash", "benchmarks/gpu_check.sh", "--device", "cuda")] = "torch sees no CUDA device"
+        bad[(sys.executable, "benchmarks/train_throughput.py", "--device", "cuda")] = "no CUDA device is available"
+    for command, message in bad.items():
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and message in result.stderr, (command, result.stdout, result.stderr)
+    usage = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--help"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert "--device cuda|cpu" in usage.stdout and "set -euo" not in usage.stdout
+
+
+@pytest.mark.slow
+def test_pack_seeds_times_separate_and_packed_jobs(tmp_path):
+    out = tmp_path / "pack_seeds.json"
+    command = [
+        sys.executable, "benchmarks/pack_seeds.py", "--seeds", "2", "--cores", "2", "--steps", "4", "--n-layer", "1",
+        "--d-model", "16", "--train-samples", "256", "--test-samples", "128", "--checkpoints", "1", "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    median = report["wall_seconds_median"]
+    assert set(median) == {"separate", "packed", "one_seed"} and all(s > 0 for s in median.values())
+    assert report["ratios"]["separate / packed"] == median["separate"] / median["packed"]
+    assert report["wall_seconds_per_seed"]["packed"] == median["packed"] / 2
+    (separate,), (packed,), (one,) = (report["train_seconds"][name] for name in ("separate", "packed", "one_seed"))
+    assert len(separate) == 2 and len(one) == 1
+    # The packed seeds trained in one trainer: one training time, recorded by each seed.
+    assert len(packed) == 2 and packed[0] == packed[1] > 0
+    # A process's wall time holds its trainer's time and the start-up around it.
+    assert median["one_seed"] > one[0] and median["packed"] > packed[0]
+    assert report["settings"]["train"]["steps"] == 4 and report["settings"]["train"]["device"] == "cpu"
+    assert report["summary"] and report["machine"]["cores_used"] == 2
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_on_the_cpu_at_min_size(tmp_path):
+    committed = REPO / "benchmarks" / "results" / "train_throughput.json"
+    before = committed.read_bytes()
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    command = ["bash", "benchmarks/gpu_check.sh", "--device", "cpu", "--size", "min", "--out", str(out), "--scratch", str(scratch)]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert committed.read_bytes() == before  # the committed CPU benchmark is not a min-size run's
+    throughput = json.loads((out / "train_throughput_cpu.json").read_text())
+    assert throughput["device"] == "cpu" and {"posym", "hf_gptj", "posym_packed5", "posym_packed5_bf16"} <= set(throughput["results"])
+    check = json.loads((out / "gpu_check_cpu.json").read_text())
+    assert (check["benchmark"], check["device"], check["size"]) == ("gpu_check", "cpu", "min")
+    assert check["gpu_tests"]["exit_code"] in (0, 5) and check["gpu_tests"]["failures"] == check["gpu_tests"]["errors"] == 0
+    assert check["throughput"]["results"] == throughput["results"]
+    tiny, run = read_tiny()["train"], check["end_to_end"]
+    assert (run["task"], run["seed"], run["device"], run["precision"]) == ("number", 0, "cpu", "fp32")
+    assert run["steps"] == tiny["steps"] and run["checkpoints"] == tiny["steps"] // tiny["checkpoint_every"] + 1
+    assert run["test_samples"] == read_tiny()["data"]["test_samples"] and 0 <= run["test_accuracy"] <= 1
+    # The training job's process holds its trainer; the workflow ran it and then the evaluation.
+    assert 0 < run["trainer_seconds"] < run["train_job_seconds"]
+    assert run["workflow_seconds"] > run["train_job_seconds"] + run["evaluate_job_seconds"]
+    assert check["five_seeds_packed_estimate"]["seeds"] == 5
+    # A tiny model is not compared with the paper's training, nor held to the GPU targets.
+    assert not {"paper", "targets"} & set(check) and check["summary"]
+    assert (scratch / "workflow" / "results" / "a" / "benchmarks" / "train" / "number-seed0.tsv").is_file()

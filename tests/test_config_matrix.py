@@ -21,7 +21,7 @@ ROPE_ONLY = {"a_frequency", "a_geometry", "a_notebook_frequency", "a_notebook_ge
 EXPECTED = {
     "tiny": {},
     "bf16": {},
-    "single_task": {"split": 2, "train": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
+    "single_task": {"split": 2, "train": 1, "train_outputs": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
     "alibi": dict.fromkeys(ROPE_ONLY),
     "nope": dict.fromkeys(ROPE_ONLY),
     "llm": {"a_llm_probe": 1},
@@ -29,7 +29,7 @@ EXPECTED = {
 #: tests/configs/b.yaml runs paper B alone: 5 variants on Task 1 and 3 on Task 2, one seed, two tasks' data.
 B_JOBS = {
     "split": 4,
-    **dict.fromkeys(["b_train", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 8),
+    **dict.fromkeys(["b_train", "b_train_outputs", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 8),
     **dict.fromkeys(["b_notebook_accuracy", "b_notebook_ablation", "b_notebook_toeplitz", "b_notebook_probe"], 1),
     "report": 1,
     "all": 1,
@@ -54,7 +54,7 @@ def tiny_jobs(workdir):
 
 
 def test_the_tiny_config_plans_every_job_of_paper_a(tiny_jobs):
-    assert tiny_jobs["train"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 35
+    assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 37
     assert {f"a_notebook_{name}" for name in study.load("a").notebooks} <= set(tiny_jobs)
 
 

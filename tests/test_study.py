@@ -85,4 +85,5 @@ def test_inputs_expand_over_runs_and_follow_their_conditions():
     with_model = config.validate({"a": {"llm": {"endpoint_model": "m"}}})
     assert set(paper_a.notebook_inputs("llm", with_model)) == {"probe_items", "probe_summary"}
     assert paper_a.notebook_parameters("scores", two_seeds) == {"tasks": ["number", "letter"], "seeds": [0, 3], "gammas": [0.1, 0.05]}
-    assert paper_a.wall_time_inputs("compute") == ["benchmarks"]
+    assert paper_a.workflow_inputs("compute", "wall_times") == ["benchmarks"]
+    assert paper_a.workflow_inputs("compute", "performance") == ["performance"]

@@ -77,23 +77,48 @@ def cmd_export_samples(args) -> None:
 
 def cmd_train(args) -> None:
     from . import architectures, datasets, tasks
-    from .train import Run, TrainConfig, train
+    from .files import write_json
+    from .train import Run, TrainConfig, Trainer
 
     task = tasks.get(args.task)
     section = settings(args, task.study, "data", "model", "train")
-    if args.train_data:
-        train_data, test_data = datasets.load_split(args.train_data), datasets.load_split(args.test_data)
-        meta = {"task": args.task, "train_data": str(args.train_data), "test_data": str(args.test_data)}
-    else:
-        base = section["data"]["seed_offset"] + args.seed
-        data = {**section["data"], **section["data"].get(task.name, {})}  # the task's own subsection, if any
-        options = {k: v for k, v in section["data"].get(task.name, {}).items() if not k.endswith("_samples")}
-        train_data, _ = task.generate("train", data["train_samples"], base, options)
-        test_data, _ = task.generate("test", data["test_samples"], base, options)
-        meta = {"task": args.task, "data_seed": base}
+    seeds, outs = args.seed, args.out
+    stored = (args.train_data or [], args.test_data or [])
+    if len(outs) != len(seeds) or any(files and len(files) != len(seeds) for files in stored):
+        raise SystemExit("posym train: give one --out (and one --train-data and --test-data, if any) per --seed, in order")
+    runs = []
+    for i, seed in enumerate(seeds):
+        if args.train_data:
+            train_data, test_data = datasets.load_split(args.train_data[i]), datasets.load_split(args.test_data[i])
+            meta = {"task": args.task, "train_data": str(args.train_data[i]), "test_data": str(args.test_data[i])}
+        else:
+            base = section["data"]["seed_offset"] + seed
+            data = {**section["data"], **section["data"].get(task.name, {})}  # the task's own subsection, if any
+            options = {k: v for k, v in section["data"].get(task.name, {}).items() if not k.endswith("_samples")}
+            train_data, _ = task.generate("train", data["train_samples"], base, options)
+            test_data, _ = task.generate("test", data["test_samples"], base, options)
+            meta = {"task": args.task, "data_seed": base}
+        runs.append(Run(seed=seed, train=train_data, test=test_data, out=Path(outs[i]), meta=meta))
     model_config = architectures.model_config(task.study, len(task.vocabulary), section["model"])
-    run = Run(seed=args.seed, train=train_data, test=test_data, out=Path(args.out), meta=meta)
-    train([run], model_config, TrainConfig.from_dict(section["train"]), list(task.vocabulary.tokens))
+    trainer = Trainer(runs, model_config, TrainConfig.from_dict(section["train"]), list(task.vocabulary.tokens))
+    trainer.train(outputs=args.record is None)
+    if args.record is not None:
+        write_json(args.record, trainer.pack_record())
+
+
+def cmd_train_outputs(args) -> None:
+    from .files import read_json
+    from .train import write_outputs
+
+    record = read_json(args.record)
+    members = {m["seed"]: m for m in record["members"]}
+    if args.seed not in members:
+        raise SystemExit(f"posym train-outputs: seed {args.seed} is not in {args.record} (seeds {sorted(members)})")
+    member = members[args.seed]
+    if Path(member["out"]).resolve() != args.out.resolve():
+        raise SystemExit(f"posym train-outputs: seed {args.seed} of {args.record} trained into {member['out']}, not {args.out}")
+    write_outputs(args.out, member)
+    log.info("seed %d of %s: tables written to %s", args.seed, record["pack"], args.out)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -195,15 +220,26 @@ def parser() -> argparse.ArgumentParser:
     add_settings_arguments(s)
     s.set_defaults(func=cmd_export_samples)
 
-    s = sub.add_parser("train", help="train one task x seed, writing OUT/checkpoints/step-NNNNNN/ and the metrics")
+    s = sub.add_parser(
+        "train",
+        help="train a task's seeds (several packed into one model), writing OUT/checkpoints/step-NNNNNN/ and the tables of each",
+    )
     s.add_argument("--task", choices=task_names, required=True)
-    s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--train-data", type=Path, help="stored train split (default: generate from the config)")
-    s.add_argument("--test-data", type=Path, help="stored test split")
+    s.add_argument("--seed", type=int, nargs="+", required=True, help="one seed, or several to train packed")
+    s.add_argument("--out", type=Path, nargs="+", required=True, help="each seed's folder, in the order of --seed")
+    s.add_argument("--train-data", type=Path, nargs="+", help="stored train splits, one per seed (default: generate from the config)")
+    s.add_argument("--test-data", type=Path, nargs="+", help="stored test splits, one per seed")
+    s.add_argument("--record", type=Path, help="write the pack record here instead of the tables (the workflow's train-outputs job writes those)")
     add_settings_arguments(s)
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("train-outputs", help="one seed's tables (checkpoints.json, metrics.csv, train_log.csv) from a pack record")
+    s.add_argument("--record", type=Path, required=True, help="the training job's pack record")
+    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--out", type=Path, required=True, help="the seed's folder (its checkpoints/ are there)")
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_train_outputs)
 
     s = sub.add_parser("evaluate", help="accuracy of a run's final checkpoint on stored sets")
     s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")

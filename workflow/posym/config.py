@@ -180,6 +180,12 @@ def training_checks(section: dict, prefix: str) -> list[str]:
     return problems
 
 
+#: Settings added to a study's ``train`` section since its report versions were first named, which change how a
+#: run computes but not what it computes: at these values they stay out of a version's hash, so a configuration
+#: made before them keeps its version name.
+LATER_HOW_SETTINGS = {"pack_seeds": "auto", "deterministic": False}
+
+
 def canonical(config: dict) -> dict:
     """What a report version's hash covers: the shared keys and the sections of the studies that run.
 
@@ -187,9 +193,17 @@ def canonical(config: dict) -> dict:
     the top level, no ``studies`` key), so the report versions made before keep their names.
     """
     shared = {k: v for k, v in config.items() if k != "studies" and k not in studies.known()}
+    sections = {s: _without_later_defaults(config[s]) for s in config["studies"]}
     if config["studies"] == ["a"]:
-        return {**shared, **config["a"]}
-    return {**shared, "studies": config["studies"], **{s: config[s] for s in config["studies"]}}
+        return {**shared, **sections["a"]}
+    return {**shared, "studies": config["studies"], **sections}
+
+
+def _without_later_defaults(section: dict) -> dict:
+    if not isinstance(section.get("train"), dict):
+        return section
+    train = {k: v for k, v in section["train"].items() if LATER_HOW_SETTINGS.get(k, object()) != v}
+    return {**section, "train": train}
 
 
 def digest(obj: Any) -> str:

@@ -21,7 +21,8 @@ def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | 
     member reading its own rows. Returns ids of shape (N,) or (S, N).
     """
     model.eval()
-    tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+    if not isinstance(tokens, torch.Tensor):
+        tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
     packed = tokens.dim() == 3
     if not packed:
         tokens = tokens[None]
@@ -31,8 +32,8 @@ def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | 
     for start in range(0, tokens.shape[1], batch):
         chunk = tokens[:, start : start + batch].to(device)
         with autocast(device, precision):
-            out.append(model(chunk).argmax(-1).cpu())
-    predictions = torch.cat(out, dim=1).numpy()
+            out.append(model(chunk).argmax(-1))
+    predictions = torch.cat(out, dim=1).cpu().numpy()  # one read-back: no host sync per chunk
     return predictions if packed else predictions[0]
 
 

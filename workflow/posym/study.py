@@ -270,8 +270,8 @@ class Study:
         return path
 
     def notebook_inputs(self, notebook: str, config: dict) -> dict[str, list[str] | str]:
-        """A notebook's named input files that apply to ``config`` (``wall_times`` inputs are left to the workflow,
-        which knows which jobs ran: :meth:`wall_time_inputs`)."""
+        """A notebook's named input files that apply to ``config`` (``wall_times`` and ``performance`` inputs are
+        left to the workflow, which knows which jobs ran and which results are committed: :meth:`workflow_inputs`)."""
         inputs = {}
         for name, spec in self.notebooks[notebook].inputs.items():
             if isinstance(spec, str):
@@ -280,9 +280,10 @@ class Study:
                 inputs[name] = self.expand(spec["path"], config)
         return inputs
 
-    def wall_time_inputs(self, notebook: str) -> list[str]:
-        """The names of a notebook's inputs that are the wall-time files of the study's jobs."""
-        return [name for name, spec in self.notebooks[notebook].inputs.items() if isinstance(spec, dict) and spec.get("wall_times")]
+    def workflow_inputs(self, notebook: str, kind: str) -> list[str]:
+        """The names of a notebook's inputs of ``kind``: ``wall_times`` (the benchmark files of the study's jobs) or
+        ``performance`` (the benchmark results committed with the code, benchmarks/results/*.json)."""
+        return [name for name, spec in self.notebooks[notebook].inputs.items() if isinstance(spec, dict) and spec.get(kind)]
 
     def analysis_files(self, config: dict) -> list[str]:
         """Every file the runnable notebooks read: the outputs of the study's jobs."""

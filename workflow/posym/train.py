@@ -14,11 +14,21 @@ newest one carries the optimizer and generator state, and the data order is a pu
 (seed, step), so a killed run resumes from its last checkpoint and, on CPU, ends bit-identical
 to an uninterrupted one.
 
+Seeds of one task train packed in one job where ``pack_seeds`` says so (:mod:`posym.packs`): the job
+writes each member's checkpoints into the member's own folder and a *pack record*; each member's
+tables (checkpoints.json, metrics.csv, train_log.csv) are then written from its checkpoints by
+:func:`write_outputs`, the same tables a job of one seed writes.
+
+The loop is written for a GPU as much as for a CPU: the training split and the evaluation subset
+live on the device, a step does no host synchronisation (losses are read back once per logging
+window), and checkpoint evaluation reads its predictions back once.
+
 ``precision="bf16"`` trains under bfloat16 autocast over float32 master weights: the counterpart
 of the authors' fp16 mixed precision (HF ``Trainer`` with ``fp16`` on CUDA) that needs no loss
 scaling and that CPUs with AMX run several times faster than float32 matmuls. A model is
 evaluated at the precision it was trained at (the test subset at each checkpoint here, the
-length extrapolation in ``posym evaluate``), as HF ``Trainer`` evaluates.
+length extrapolation in ``posym evaluate``), as HF ``Trainer`` evaluates. ``precision="auto"``
+is bf16 on CUDA and fp32 on a CPU.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -43,6 +53,7 @@ from .evaluate import accuracy, predict
 from .files import load_tensors, write_csv, write_json
 from . import tasks
 from .model import MemberDropout, autocast, autocast_dtype
+from .packs import PACK_SEEDS, pack_name
 from .tasks import TaskData
 
 log = logging.getLogger("posym.train")
@@ -64,16 +75,25 @@ class TrainConfig:
     checkpoint_every: int
     eval_samples: int | None  # first N test samples scored at each checkpoint; None = all
     device: str  # "cpu", "cuda" or "auto"
-    precision: str  # a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
+    precision: str  # "auto" or a key of model.PRECISIONS; weights, optimizer and checkpoints stay float32
     log_every: int
     #: "linear" (HF Trainer's linear decay after warmup, paper A) or "cosine" (half a cosine after warmup, paper B).
     #: Paper A's config section predates the setting and leaves it out: linear.
     schedule: str = "linear"
+    #: Where the workflow trains the seeds of a task as one packed job (:mod:`posym.packs`); the trainer itself
+    #: trains whatever runs it is given.
+    pack_seeds: bool | str = "auto"
+    #: torch.use_deterministic_algorithms on a GPU (with CUBLAS_WORKSPACE_CONFIG set): run-to-run identical
+    #: on one GPU model and software stack, at some speed. A CPU run is deterministic either way.
+    deterministic: bool = False
 
     def __post_init__(self):
-        autocast_dtype(self.precision)
+        if self.precision != "auto":
+            autocast_dtype(self.precision)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r}: expected one of {sorted(SCHEDULES)}")
+        if self.pack_seeds not in PACK_SEEDS:
+            raise ValueError(f"pack_seeds={self.pack_seeds!r}: expected one of {PACK_SEEDS}")
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "TrainConfig":
@@ -98,6 +118,16 @@ class Run:
     test: TaskData
     out: Path
     meta: dict = field(default_factory=dict)  # recorded in the outputs (e.g. task, data hashes)
+
+
+#: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
+HOW_SETTINGS = ("device", "log_every", "pack_seeds", "deterministic")
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 autocast on a GPU (the counterpart of the authors' fp16 mixed precision), fp32 on a CPU."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -133,10 +163,11 @@ def epoch_order(seed: int, epoch: int, n: int) -> torch.Tensor:
 class _Batches:
     """Minibatches of one member: step k reads positions [k*B, (k+1)*B) of its epoch's order."""
 
-    def __init__(self, run: Run, batch_size: int):
+    def __init__(self, run: Run, batch_size: int, device: torch.device):
         self.seed, self.batch_size = run.seed, batch_size
-        self.tokens = torch.as_tensor(np.asarray(run.train.tokens), dtype=torch.long)
-        self.labels = torch.as_tensor(np.asarray(run.train.labels), dtype=torch.long)
+        # The whole split on the device (paper A's 432,000 x 17 ids are 59 MB): a step copies nothing from the host.
+        self.tokens = torch.as_tensor(np.asarray(run.train.tokens), dtype=torch.long).to(device)
+        self.labels = torch.as_tensor(np.asarray(run.train.labels), dtype=torch.long).to(device)
         self.per_epoch = len(self.labels) // batch_size
         if self.per_epoch == 0:
             raise ValueError(f"training split of {len(self.labels)} samples is smaller than one batch ({batch_size})")
@@ -145,14 +176,14 @@ class _Batches:
     def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         epoch, within = divmod(step, self.per_epoch)
         if epoch != self._epoch:
-            self._epoch, self._order = epoch, epoch_order(self.seed, epoch, len(self.labels))
+            self._epoch, self._order = epoch, epoch_order(self.seed, epoch, len(self.labels)).to(self.tokens.device)
         index = self._order[within * self.batch_size : (within + 1) * self.batch_size]
         return self.tokens[index], self.labels[index]
 
 
 def fingerprint(run: Run, model_config, config: TrainConfig) -> str:
     """What a checkpoint must match to be resumed: settings, seed and data bytes."""
-    relevant = {k: v for k, v in config.to_dict().items() if k not in ("device", "log_every")}
+    relevant = {k: v for k, v in config.to_dict().items() if k not in HOW_SETTINGS}
     digest = hashlib.sha256()
     digest.update(json.dumps({"model": model_config.to_dict(), "train": relevant, "seed": run.seed}, sort_keys=True).encode())
     for array in (run.train.tokens, run.train.labels, run.test.tokens, run.test.labels):
@@ -161,10 +192,12 @@ def fingerprint(run: Run, model_config, config: TrainConfig) -> str:
 
 
 def _clip_per_member(model, max_norm: float) -> torch.Tensor:
-    """clip_grad_norm_ applied to each member separately; returns the members' norms."""
+    """``torch.nn.utils.clip_grad_norm_`` (HF Trainer's clipping) applied to each member separately; returns the
+    members' norms. Each member's norm is reduced over its own slices, as for a model of one member, so packing
+    leaves the arithmetic of a member unchanged."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    squares = torch.stack([g.pow(2).reshape(g.shape[0], -1).sum(1) for g in grads]).sum(0)
-    norms = squares.sqrt()
+    members = grads[0].shape[0]
+    norms = torch.stack([torch.nn.utils.get_total_norm([g[m] for g in grads]) for m in range(members)])
     coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
@@ -177,8 +210,13 @@ class Trainer:
     def __init__(self, runs: Sequence[Run], model_config, config: TrainConfig, vocab: Sequence[str]):
         if not runs:
             raise ValueError("no runs to train")
-        self.runs, self.model_config, self.config, self.vocab = list(runs), model_config, config, list(vocab)
         self.device = resolve_device(config.device)
+        if config.deterministic and self.device.type == "cuda":
+            # cuBLAS reads this when its first handle is made, so before the model reaches the GPU.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
+        config = replace(config, precision=resolve_precision(config.precision, self.device))
+        self.runs, self.model_config, self.config, self.vocab = list(runs), model_config, config, list(vocab)
         self.members = len(self.runs)
         self.fingerprints = [fingerprint(r, model_config, config) for r in self.runs]
         self.model = model_config.build(self.members).initialise([r.seed for r in self.runs]).to(self.device)
@@ -189,11 +227,16 @@ class Trainer:
         ]
         groups = [g for g in groups if g["params"]]
         self.param_names = {id(p): n for n, p in params.items()}
-        self.optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=config.betas, eps=1e-8, fused=True)
+        # On a CPU the fused kernel rounds a tensor's last elements differently from the rest, so a member's update
+        # would depend on where in the packed tensor its slice starts; the foreach kernel does not (packed runs
+        # equal separate ones to the bit). On a GPU the fused kernel is the fast one.
+        fused = self.device.type == "cuda"
+        self.optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=config.betas, eps=1e-8, fused=fused, foreach=not fused)
         self.generators = [torch.Generator(device=self.device).manual_seed(r.seed) for r in self.runs]
         self.dropout = MemberDropout(self.generators)
-        self.batches = [_Batches(r, config.batch_size) for r in self.runs]
+        self.batches = [_Batches(r, config.batch_size, self.device) for r in self.runs]
         self.eval_sets = [r.test.select(slice(0, config.eval_samples)) for r in self.runs]
+        self.eval_tokens = torch.as_tensor(np.stack([e.tokens for e in self.eval_sets]), dtype=torch.long).to(self.device)
         # A label the task ignores (paper B's count 0) counts neither in the loss nor in the accuracy.
         ignored = {tasks.get(r.train.task).ignored_label for r in self.runs}
         if len(ignored) > 1:
@@ -267,7 +310,7 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def _evaluate(self) -> list[list[dict]]:
         self.model.eval()
-        tokens = np.stack([e.tokens for e in self.eval_sets]) if self.members > 1 else self.eval_sets[0].tokens
+        tokens = self.eval_tokens if self.members > 1 else self.eval_tokens[0]
         predictions = predict(self.model, tokens, self.device, self.config.precision)
         if self.members == 1:
             predictions = predictions[None]
@@ -314,7 +357,9 @@ class Trainer:
         counted = (labels != self.ignored_label).sum(1).clamp(min=1)
         return each.view(self.members, -1).sum(1) / counted
 
-    def train(self) -> None:
+    def train(self, outputs: bool = True) -> None:
+        """Train to ``steps`` (resuming where the checkpoints allow); then write each member's tables unless
+        ``outputs`` is false (the workflow writes them in a job of their own, from the pack record)."""
         c = self.config
         # Where the job runs, for the log: on a cluster, SLURM sets the GPUs a job may use.
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
@@ -346,35 +391,66 @@ class Trainer:
                 self._checkpoint(done, logs, time.perf_counter() - segment_start)
                 logs = [[] for _ in self.runs]
                 segment_start = time.perf_counter()
-        self.write_outputs()
+        if outputs:
+            for m, run in enumerate(self.runs):
+                write_outputs(run.out, self.record(m))
 
-    def write_outputs(self) -> None:
-        """The declared outputs of a training job: the checkpoint index and tidy tables."""
-        for m, run in enumerate(self.runs):
-            out = Path(run.out)
-            metrics, log_rows, index, wall = [], [], [], 0.0
-            for step, directory in ckpt.list_checkpoints(self._checkpoint_root(m)):
-                progress = ckpt.load_progress(directory)
-                metrics += [{"step": step, **row} for row in progress["eval"]]
-                log_rows += progress["log"]
-                wall += progress["wall_seconds"]
-                checksums = ckpt.verify(directory)
-                index.append({"step": step, "path": str(directory.relative_to(out)), "sha256": checksums["model.safetensors"]})
-            write_csv(out / "metrics.csv", pd.DataFrame(metrics))
-            write_csv(out / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
-            write_json(
-                out / "checkpoints.json",
-                {
-                    "seed": run.seed,
-                    "fingerprint": self.fingerprints[m],
-                    "model": self.model_config.to_dict(),
-                    "train": self.config.to_dict(),
-                    "train_seconds": wall,
-                    "device": str(self.device),
-                    "checkpoints": index,
-                    **run.meta,
-                },
-            )
+    def record(self, m: int) -> dict:
+        """What member ``m``'s tables say of its training beside its checkpoints (:func:`write_outputs`)."""
+        run = self.runs[m]
+        return {
+            "seed": run.seed,
+            "out": str(run.out),
+            "fingerprint": self.fingerprints[m],
+            "model": self.model_config.to_dict(),
+            "train": self.config.to_dict(),
+            "device": str(self.device),
+            "meta": run.meta,
+        }
+
+    def pack_record(self) -> dict:
+        """The record of a training job: its seeds and each member's :meth:`record`."""
+        return {"pack": pack_name([r.seed for r in self.runs]), "members": [self.record(m) for m in range(self.members)]}
+
+
+def write_outputs(out: Path, record: Mapping) -> None:
+    """The tables of one run, from its checkpoints under ``out``: checkpoints.json (the index, with every
+    checkpoint verified), metrics.csv and train_log.csv. ``record`` is :meth:`Trainer.record` of the run.
+
+    The newest checkpoint must be the run's last step and carry the record's fingerprint, so tables are never
+    written from a half-trained run or from the checkpoints of other settings.
+    """
+    out = Path(out)
+    found = ckpt.list_checkpoints(out / "checkpoints")
+    steps = record["train"]["steps"]
+    if not found or found[-1][0] != steps:
+        raise RuntimeError(f"{out}: training is not complete (newest checkpoint {found[-1][0] if found else None}, steps {steps})")
+    _, state = ckpt.load_trainer_state(found[-1][1])
+    if state.get("fingerprint") != record["fingerprint"]:
+        raise RuntimeError(f"{out}: the checkpoints were made with other settings or data than the pack record says")
+    metrics, log_rows, index, wall = [], [], [], 0.0
+    for step, directory in found:
+        progress = ckpt.load_progress(directory)
+        metrics += [{"step": step, **row} for row in progress["eval"]]
+        log_rows += progress["log"]
+        wall += progress["wall_seconds"]
+        checksums = ckpt.verify(directory)
+        index.append({"step": step, "path": str(directory.relative_to(out)), "sha256": checksums["model.safetensors"]})
+    write_csv(out / "metrics.csv", pd.DataFrame(metrics))
+    write_csv(out / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
+    write_json(
+        out / "checkpoints.json",
+        {
+            "seed": record["seed"],
+            "fingerprint": record["fingerprint"],
+            "model": record["model"],
+            "train": record["train"],
+            "train_seconds": wall,
+            "device": record["device"],
+            "checkpoints": index,
+            **record["meta"],
+        },
+    )
 
 
 def _clock(seconds: float) -> str:

@@ -6,6 +6,7 @@ import shlex
 
 from posym import config as posym_config
 from posym import study as posym_study
+from posym.packs import pack_members, seed_pack
 from posym.provenance import report_version
 
 try:
@@ -127,6 +128,40 @@ def generator_options(wildcards):
     )
 
 
+def pack_files(pattern):
+    """An input (or params) function: ``pattern`` for each seed of the job's pack (wildcard ``pack``), in order."""
+
+    def files(wildcards):
+        values = {k: v for k, v in wildcards.items() if k != "pack"}
+        return expand(pattern, **values, seed=pack_members(wildcards.pack))
+
+    return files
+
+
+def pack_threads(wildcards):
+    """A training job's threads: the config's threads per seed it trains (Snakemake caps them at --cores)."""
+    return config["threads"] * len(pack_members(wildcards.pack))
+
+
+def trained_in(record, train=None, seeds=None):
+    """An input function: the pack record (pattern ``record``, wildcard ``pack``) of the job that trains the job's
+    seed. ``train`` and ``seeds`` give the train settings and the seeds that decide the packs (functions of the
+    wildcards; default: the job's study's ``train`` and ``seeds``)."""
+
+    def path(wildcards):
+        settings = train(wildcards) if train else config[wildcards.study]["train"]
+        packed = seeds(wildcards) if seeds else config[wildcards.study]["seeds"]
+        pack = seed_pack(settings, packed, int(wildcards.seed))
+        return expand(record, **dict(wildcards.items()), pack=pack)[0]
+
+    return path
+
+
+def pack_log(record):
+    """The log of the training job that wrote pack record ``record``: the same path under logs/, as .log."""
+    return os.path.splitext(record.replace("results/", "logs/", 1))[0] + ".log"
+
+
 def final_targets():
     return [f"results/reports/{VERSION}.json"]
 
@@ -166,19 +201,26 @@ def wall_time_files(studies):
     """An input function: the benchmark files of the jobs that make the studies' notebook inputs.
 
     For each input, the benchmark file of the job that makes it (the producing rule's benchmark pattern, with the
-    wildcards of the input). Evaluated when the DAG is built, after every rules file is read, so no file needs to register its
-    benchmarks and the order of the includes does not matter.
+    wildcards of the input); for a job without one, which only gathers another job's results (a seed's tables
+    from its training pack), those of the jobs that make its inputs. Evaluated when the DAG is built, after every
+    rules file is read, so no file needs to register its benchmarks and the order of the includes does not matter.
     """
+
+    def benchmarks(path):
+        for producer in workflow.rules:
+            if producer.is_producer(path):
+                wildcards = producer.get_wildcards(path)
+                if producer.benchmark is not None:
+                    return [producer.expand_benchmark(wildcards)]
+                inputs = producer.expand_input(wildcards)[0]
+                return [found for item in inputs for found in benchmarks(item)]
+        return []
 
     def files(wildcards):
         found = []
         for study in studies:
             for path in study.analysis_files(config):
-                for producer in workflow.rules:
-                    if producer.benchmark is not None and producer.is_producer(path):
-                        found.append(
-                            producer.expand_benchmark(producer.get_wildcards(path))
-                        )
+                found += benchmarks(path)
         return sorted(set(map(str, found)))
 
     return files

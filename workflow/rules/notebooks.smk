@@ -58,7 +58,11 @@ for study in STUDIES:
                 **study.notebook_inputs(notebook.name, config),
                 **{
                     n: wall_time_files(STUDIES)
-                    for n in study.wall_time_inputs(notebook.name)
+                    for n in study.workflow_inputs(notebook.name, "wall_times")
+                },
+                **{
+                    n: PERFORMANCE
+                    for n in study.workflow_inputs(notebook.name, "performance")
                 },
                 notebook=notebook_source(study, notebook.name),
             output:

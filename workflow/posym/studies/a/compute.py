@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Iterable, Mapping
+
 import pandas as pd
 
 from posym.wall_times import duration
@@ -22,12 +26,24 @@ STAGES = {
     "llm_probe": "LLM probes",
 }
 
+#: The committed result of benchmarks/gpu_check.sh on a GPU, which Table 4 shows when the repository has one.
+GPU_CHECK = "gpu_check_cuda.json"
+GPU_CHECK_STAGE = "GPU check: one task-seed of the paper config"
 
-def compute_table(benchmarks: pd.DataFrame, hardware: str) -> pd.DataFrame:
-    """Table 4: wall time per stage and task of this run (mean over seeds) beside the paper's."""
-    per_run = benchmarks.groupby(["stage", "task", "seed"], dropna=False)["seconds"].sum().reset_index()
-    ours = per_run.groupby(["stage", "task"], sort=False)["seconds"].agg(["mean", "count"]).reset_index()
-    published = {("training", r.task): r.duration for r in paper.COMPUTE.itertuples() if r.stage == "training"}
+
+def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | None = None) -> pd.DataFrame:
+    """Table 4: wall time per stage and task of this run beside the paper's, and the GPU check's row.
+
+    A row's time is the mean over its jobs, a job being the stage's work for one seed or, for a training job
+    that packs several seeds into one model, for all of them at once: ``seeds per job`` says how many seeds
+    the time covers, so a packed job's time is never shown as one seed's. ``benchmarks`` is
+    :func:`posym.wall_times.read_benchmarks` of the run's files; ``gpu_check`` the JSON of
+    benchmarks/gpu_check.sh (:func:`gpu_check_result`), if any.
+    """
+    # One stage's jobs of the same seed(s) are one job of the table (evaluation: the test and length jobs).
+    per_job = benchmarks.groupby(["stage", "task", "seed", "seeds"], dropna=False)["seconds"].sum().reset_index()
+    ours = per_job.groupby(["stage", "task", "seeds"], dropna=False, sort=False)["seconds"].agg(["mean", "count"]).reset_index()
+    published = _published_training()
     scores = " + ".join(r.duration for r in paper.COMPUTE.itertuples() if r.stage.startswith("scores"))
     rows = []
     for r in ours.itertuples():
@@ -36,11 +52,45 @@ def compute_table(benchmarks: pd.DataFrame, hardware: str) -> pd.DataFrame:
             {
                 "stage": r.stage,
                 "task": r.task,
-                "ours (per run)": duration(r.mean),
-                "runs": int(r.count),
+                "ours (per job)": duration(r.mean),
+                "seeds per job": "" if pd.isna(r.seeds) else int(r.seeds),
+                "jobs": int(r.count),
                 "ours: hardware": hardware,
-                "paper": reference,
+                "paper (per seed)": reference,
                 "paper: hardware": paper.COMPUTE_HARDWARE if reference else "",
             }
         )
+    if gpu_check is not None:
+        rows.append(gpu_check_row(gpu_check))
     return pd.DataFrame(rows)
+
+
+def _published_training() -> dict[tuple[str, str], str]:
+    """The paper's training time of one seed, by (stage, task)."""
+    return {("training", r.task): r.duration for r in paper.COMPUTE.itertuples() if r.stage == "training"}
+
+
+def gpu_check_row(check: Mapping) -> dict:
+    """Table 4's row of benchmarks/gpu_check.sh: its training job of one task-seed, beside the paper's for that task.
+
+    Only a check of the paper's configuration compares with the paper: a ``--size min`` check is refused.
+    """
+    if check.get("benchmark") != "gpu_check" or check.get("size") != "paper":
+        raise ValueError(f"not a paper-size result of benchmarks/gpu_check.sh (size {check.get('size')!r})")
+    run = check["end_to_end"]
+    return {
+        "stage": GPU_CHECK_STAGE,
+        "task": run["task"],
+        "ours (per job)": duration(run["train_job_seconds"]),
+        "seeds per job": 1,
+        "jobs": 1,
+        "ours: hardware": f"{check['machine']['device']} ({run['steps']} steps, {run['checkpoints']} checkpoints, {run['precision']})",
+        "paper (per seed)": _published_training().get(("training", run["task"]), ""),
+        "paper: hardware": paper.COMPUTE_HARDWARE,
+    }
+
+
+def gpu_check_result(paths: Iterable[str | Path] | None) -> dict | None:
+    """The GPU check among the committed benchmark results ``paths`` (benchmarks/results/*.json), or None."""
+    found = [Path(p) for p in paths or () if Path(p).name == GPU_CHECK]
+    return json.loads(found[0].read_text()) if found else None

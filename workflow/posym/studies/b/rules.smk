@@ -8,6 +8,7 @@ B = "results/b"
 B_RUN = "{variant}/{task}/seed{seed}"
 B_DATA = f"{B}/data/{{task}}/seed{{seed}}"
 B_INDEX = f"{B}/train/{B_RUN}/checkpoints.json"
+B_PACK = f"{B}/train/{{variant}}/{{task}}/packs/{{pack}}.json"
 
 
 wildcard_constraints:
@@ -24,33 +25,49 @@ def b_variant(wildcards, *parts):
     return json.dumps({part: merged[part] for part in parts}, sort_keys=True)
 
 
-def b_gpus(wildcards):
-    """A training job asks for one GPU unless its variant trains on the CPU."""
+def b_train_settings(wildcards):
+    """The train settings of the job's variant (b.train under the variant's)."""
     from posym.studies.b.config_checks import variant_settings
 
-    train = variant_settings(config["b"], wildcards.variant)["train"]
-    return 0 if train["device"] == "cpu" else 1
+    return variant_settings(config["b"], wildcards.variant)["train"]
+
+
+def b_gpus(wildcards):
+    """A training job asks for one GPU unless its variant trains on the CPU."""
+    return 0 if b_train_settings(wildcards)["device"] == "cpu" else 1
 
 
 use rule train as b_train with:
     input:
-        train=f"{B_DATA}/train.safetensors",
-        test=f"{B_DATA}/test.safetensors",
+        train=pack_files(f"{B_DATA}/train.safetensors"),
+        test=pack_files(f"{B_DATA}/test.safetensors"),
     output:
-        index=B_INDEX,
-        metrics=f"{B}/train/{B_RUN}/metrics.csv",
-        losses=f"{B}/train/{B_RUN}/train_log.csv",
+        B_PACK,
     log:
-        "logs/b/train/{variant}/{task}/seed{seed}.log",
+        "logs/b/train/{variant}/{task}/packs/{pack}.log",
     benchmark:
-        f"{B}/benchmarks/train/{{variant}}-{{task}}-seed{{seed}}.tsv"
+        f"{B}/benchmarks/train/{{variant}}-{{task}}-{{pack}}.tsv"
     resources:
         **job_resources(mem_mb=8000, minutes=720),
         gpu=b_gpus,
         cpus_per_gpu=cpus_per_gpu,
     params:
         settings=lambda wildcards: b_variant(wildcards, "model", "train"),
-        out=output_dir,
+        seeds=lambda wildcards: " ".join(map(str, pack_members(wildcards.pack))),
+        out=pack_files(f"{B}/train/{B_RUN}"),
+
+
+use rule train_outputs as b_train_outputs with:
+    input:
+        record=trained_in(
+            B_PACK, train=b_train_settings, seeds=lambda _: config["b"]["seeds"]
+        ),
+    output:
+        index=B_INDEX,
+        metrics=f"{B}/train/{B_RUN}/metrics.csv",
+        losses=f"{B}/train/{B_RUN}/train_log.csv",
+    log:
+        "logs/b/train/{variant}/{task}/seed{seed}.log",
 
 
 use rule evaluate_test as b_evaluate with:

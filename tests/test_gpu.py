@@ -1,0 +1,82 @@
+"""The training loop on a GPU: data resident on the device, no host synchronisation inside a step, bf16 by
+default, packed seeds equal to separate runs within float tolerance, and repeatable runs with
+``deterministic``. Marked ``gpu``: skipped without CUDA, run by ``benchmarks/gpu_check.sh`` on a GPU machine."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import model_config, train_config
+from posym.files import load_tensors, sha256_file
+from posym.studies.a.tasks import get
+from posym.train import Run, Trainer
+
+pytestmark = pytest.mark.gpu
+
+VOCAB = get("number").vocabulary
+MODEL = model_config(len(VOCAB), n_layer=2, d_model=64)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return {s: (get("number").samples(4096, 42 + s), get("number").samples(512, 100 + s)) for s in (0, 1, 2)}
+
+
+def _trainer(tmp_path, data, seeds, **settings):
+    config = train_config(
+        **{"steps": 60, "batch_size": 64, "learning_rate": 3e-3, "warmup_steps": 6, "checkpoint_every": 30,
+           "eval_samples": 256, "device": "cuda", "log_every": 20, **settings}
+    )  # fmt: skip
+    runs = [Run(seed=s, train=data[s][0], test=data[s][1], out=tmp_path / f"seed{s}") for s in seeds]
+    return Trainer(runs, MODEL, config, VOCAB.tokens)
+
+
+def test_data_and_evaluation_sets_live_on_the_gpu_and_auto_is_bf16(tmp_path, data):
+    trainer = _trainer(tmp_path, data, [0, 1], precision="auto")
+    assert trainer.config.precision == "bf16"
+    assert all(b.tokens.is_cuda and b.labels.is_cuda for b in trainer.batches)
+    assert trainer.eval_tokens.is_cuda
+
+
+def test_a_step_does_not_synchronise_with_the_host(tmp_path, data):
+    trainer = _trainer(tmp_path, data, [0, 1, 2])
+    trainer.step(1)  # the epoch's order is made (and copied to the GPU) on the first step of an epoch
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for step in range(2, 8):
+            trainer.step(step)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_packed_seeds_equal_separate_runs_within_float_tolerance(tmp_path, data):
+    """On a GPU, matmul kernels are chosen by shape (the batch of members among them), so a member's arithmetic may
+    round differently packed than alone: equal within float32 tolerance, not to the bit."""
+    packed = _trainer(tmp_path / "packed", data, [0, 1, 2], precision="fp32")
+    packed.train()
+    for s in (0, 1, 2):
+        alone = _trainer(tmp_path / "alone", data, [s], precision="fp32")
+        alone.train()
+        a = load_tensors(tmp_path / f"packed/seed{s}/checkpoints/step-000060/model.safetensors")
+        b = load_tensors(tmp_path / f"alone/seed{s}/checkpoints/step-000060/model.safetensors")
+        for name in a:
+            assert torch.allclose(a[name], b[name], rtol=1e-3, atol=1e-4), (s, name)
+        losses = [pd.read_csv(tmp_path / f"{kind}/seed{s}/train_log.csv")["loss"] for kind in ("packed", "alone")]
+        assert (losses[0] - losses[1]).abs().max() < 1e-3
+
+
+@pytest.fixture
+def restores_determinism():
+    yield
+    torch.use_deterministic_algorithms(False)  # a process-wide setting: the trainer sets it for its process
+
+
+def test_deterministic_runs_repeat_to_the_bit(tmp_path, data, restores_determinism):
+    for name in ("first", "second"):
+        _trainer(tmp_path / name, data, [0, 1], deterministic=True).train()
+    for s in (0, 1):
+        files = [tmp_path / f"{name}/seed{s}/checkpoints/step-000060/model.safetensors" for name in ("first", "second")]
+        assert sha256_file(files[0]) == sha256_file(files[1])
