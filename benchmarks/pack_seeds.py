@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from posym.wall_times import cpu_name
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TASK = "number"
@@ -120,14 +122,6 @@ def train_seconds(out: Path, seeds: list[int]) -> list[float]:
     """The seconds each seed's trainer spent training (its checkpoints.json): the wall time without the
     process start, data loading and table writing."""
     return [json.loads((out / f"seed{s}" / "checkpoints.json").read_text())["train_seconds"] for s in seeds]
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def main() -> None:

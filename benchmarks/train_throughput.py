@@ -32,6 +32,7 @@ from posym import config
 from posym.model import ModelConfig, autocast
 from posym.studies.a.tasks import get
 from posym.train import Run, TrainConfig, Trainer
+from posym.wall_times import cpu_name
 
 PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
 
@@ -153,13 +154,7 @@ def timed(step, first: int, count: int, device: torch.device) -> float:
 
 def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU's model name."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
 def main() -> None:

@@ -45,12 +45,15 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if hours else (f"{minutes} min {secs} s" if minutes else f"{secs} s")
 
 
-def hardware_description(devices: Iterable[str]) -> str:
-    """This machine's processor and the devices the training runs used."""
-    cpu = platform.processor() or platform.machine()
+def cpu_name() -> str:
+    """This machine's processor, by its model name where Linux tells it."""
     try:
         with open("/proc/cpuinfo") as handle:
-            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
     except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"
+        return platform.processor() or platform.machine()
+
+
+def hardware_description(devices: Iterable[str]) -> str:
+    """This machine's processor and the devices the training runs used."""
+    return f"{cpu_name()}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"
