@@ -17,7 +17,18 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from conftest import REPO, TINY, clean_env, copy_repo, run_cancelling_on_timeout, snakemake, snakemake_command
+from conftest import (
+    CONFIG_MATRIX,
+    REPO,
+    TINY,
+    clean_env,
+    copy_repo,
+    planned_jobs,
+    run_cancelling_on_timeout,
+    snakemake,
+    snakemake_command,
+    workflow_rules,
+)
 
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 CLUSTER_PROFILE = REPO / "profiles" / "slurm"
@@ -61,6 +72,22 @@ def test_jobs_ask_for_memory_and_time_and_training_for_a_gpu(tmp_path):
     on_cpu.write_text(yaml.safe_dump({"a": {"train": {"device": "cpu"}}}))
     jobs = job_resources(snakemake(repo, "-n", configfiles=(TINY, on_cpu)))
     assert all(values["gpu"] == "0" for values in jobs["train"])  # no GPU asked for a CPU run
+
+    # On a GPU the seeds of a task train packed: one GPU job per task, the cores of its seeds beside it
+    # (threads 1 x 3 seeds, here capped at the dry run's --cores 2); each seed's tables are written locally.
+    seeds = tmp_path / "seeds.yaml"
+    seeds.write_text(yaml.safe_dump({"a": {"seeds": [0, 1, 2]}}))
+    result = snakemake(repo, "-n", configfiles=(TINY, seeds))
+    jobs = job_resources(result)
+    assert len(jobs["train"]) == 2 and all(values["gpu"] == "1" and values["cpus_per_gpu"] == "2" for values in jobs["train"])
+    assert planned_jobs(result)["train_outputs"] == 6
+
+
+def test_the_jobs_that_write_a_seeds_tables_run_on_the_submitting_node():
+    """A few seconds of reading checkpoints each: not worth a cluster job (nor a GPU) per seed."""
+    (rule, *_) = workflow_rules(CONFIG_MATRIX["b"])  # paper B's rules beside the core's
+    assert {"train_outputs", "b_train_outputs"} <= rule.workflow._localrules
+    assert not {"train", "b_train"} & rule.workflow._localrules
 
 
 def test_rules_leave_partitions_and_gpu_models_to_the_profile():

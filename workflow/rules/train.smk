@@ -45,6 +45,8 @@ rule train_outputs:
     localrule: True
     conda:
         TRAINING_ENV
+    resources:
+        **job_resources(mem_mb=1000, minutes=30),
     params:
         pack_log=lambda wildcards, input: pack_log(input.record),
         out=output_dir,

@@ -68,6 +68,7 @@ use rule train_outputs as b_train_outputs with:
         losses=f"{B}/train/{B_RUN}/train_log.csv",
     log:
         "logs/b/train/{variant}/{task}/seed{seed}.log",
+    localrule: True  # `use rule` does not carry it over
 
 
 use rule evaluate_test as b_evaluate with:
