@@ -80,3 +80,20 @@ def test_deterministic_runs_repeat_to_the_bit(tmp_path, data, restores_determini
     for s in (0, 1):
         files = [tmp_path / f"{name}/seed{s}/checkpoints/step-000060/model.safetensors" for name in ("first", "second")]
         assert sha256_file(files[0]) == sha256_file(files[1])
+
+
+def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path, data, restores_determinism):
+    """Resuming restores the optimizer state on the GPU (the fused AdamW keeps its step count there)."""
+    reference = _trainer(tmp_path / "reference", data, [0, 1], deterministic=True)
+    reference.train()
+    interrupted = _trainer(tmp_path / "interrupted", data, [0, 1], deterministic=True)
+    interrupted._checkpoint(0, [[], []], 0.0)
+    for step in range(30):
+        interrupted.step(step)
+    interrupted._checkpoint(30, [[], []], 0.0)  # where a killed run would have left its newest state
+    resumed = _trainer(tmp_path / "interrupted", data, [0, 1], deterministic=True)
+    assert resumed.resume_step() == 30
+    resumed.train()
+    for s in (0, 1):
+        files = [tmp_path / f"{name}/seed{s}/checkpoints/step-000060/model.safetensors" for name in ("reference", "interrupted")]
+        assert sha256_file(files[0]) == sha256_file(files[1])

@@ -302,7 +302,8 @@ class Trainer:
             for p in group["params"]:
                 name = self.param_names[id(p)]
                 self.optimizer.state[p] = {
-                    "step": states[0]["optimizer_step"].reshape(()).clone(),
+                    # The fused kernel keeps its step count on the parameters' device, the foreach one on the CPU.
+                    "step": states[0]["optimizer_step"].reshape(()).clone().to(p.device if group["fused"] else "cpu"),
                     "exp_avg": torch.stack([s[f"exp_avg.{name}"] for s in states]).to(self.device),
                     "exp_avg_sq": torch.stack([s[f"exp_avg_sq.{name}"] for s in states]).to(self.device),
                 }
