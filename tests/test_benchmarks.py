@@ -104,3 +104,16 @@ def test_gpu_check_runs_on_the_cpu_at_min_size(tmp_path):
     # A tiny model is not compared with the paper's training, nor held to the GPU targets.
     assert not {"paper", "targets"} & set(check) and check["summary"]
     assert (scratch / "workflow" / "results" / "a" / "benchmarks" / "train" / "number-seed0.tsv").is_file()
+
+
+def test_qk_fingerprint_speed_compares_each_path_with_its_reference(tmp_path):
+    out = tmp_path / "qk.json"
+    command = [sys.executable, "benchmarks/qk_fingerprint_speed.py", "--repeats", "1", "--checkpoints", "1", "--out", str(out)]
+    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["heads"] == 12 and set(report["ratios"]) == {"null: whole frames / posym", "model: rank-k core / posym"}
+    assert all(ratio > 0 for ratio in report["ratios"].values())
+    # the fast null draws the same distribution as the spec's frames (R = 300: Monte Carlo error ~0.01)
+    ours, frames = report["null_means"]["posym"], report["null_means"]["two whole frames per draw"]
+    assert abs(ours["dir_frac"] - frames["dir_frac"]) < 0.01 and abs(ours["D_head"] - frames["D_head"]) < 0.02
+    assert report["summary"]
