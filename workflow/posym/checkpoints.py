@@ -121,6 +121,12 @@ def load_trainer_state(directory: Path) -> tuple[dict[str, torch.Tensor], dict]:
     return load_tensors(directory / "trainer_state.safetensors"), read_json(directory / "trainer_state.json")
 
 
+def load_trainer_meta(directory: Path) -> dict:
+    """The verified trainer_state.json of a checkpoint (its fingerprint, format, seed), without the tensors."""
+    verify(directory, ("trainer_state.json",))
+    return read_json(Path(directory) / "trainer_state.json")
+
+
 def has_trainer_state(directory: Path) -> bool:
     return all((Path(directory) / name).is_file() for name in TRAINER_FILES)
 

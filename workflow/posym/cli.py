@@ -86,6 +86,8 @@ def cmd_train(args) -> None:
     stored = (args.train_data or [], args.test_data or [])
     if len(outs) != len(seeds) or any(files and len(files) != len(seeds) for files in stored):
         raise SystemExit("posym train: give one --out (and one --train-data and --test-data, if any) per --seed, in order")
+    data = {**section["data"], **section["data"].get(task.name, {})}  # the task's own subsection, if any
+    options = {k: v for k, v in section["data"].get(task.name, {}).items() if not k.endswith("_samples")}
     runs = []
     for i, seed in enumerate(seeds):
         if args.train_data:
@@ -93,8 +95,6 @@ def cmd_train(args) -> None:
             meta = {"task": args.task, "train_data": str(args.train_data[i]), "test_data": str(args.test_data[i])}
         else:
             base = section["data"]["seed_offset"] + seed
-            data = {**section["data"], **section["data"].get(task.name, {})}  # the task's own subsection, if any
-            options = {k: v for k, v in section["data"].get(task.name, {}).items() if not k.endswith("_samples")}
             train_data, _ = task.generate("train", data["train_samples"], base, options)
             test_data, _ = task.generate("test", data["test_samples"], base, options)
             meta = {"task": args.task, "data_seed": base}

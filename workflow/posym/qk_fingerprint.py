@@ -106,21 +106,28 @@ def head_fingerprint(W_Q: np.ndarray, W_K: np.ndarray, centre: np.ndarray | None
 
     A head narrower than half the model goes through the rank-k core; a wider one (paper A's single head of
     128 in a width of 128) through M itself, which is then no larger than the core and needs no factorisation."""
+    return _fingerprint(W_Q, W_K, centre)[0]
+
+
+def _fingerprint(W_Q: np.ndarray, W_K: np.ndarray, centre: np.ndarray | None) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`head_fingerprint` and M's nonzero singular values (what the null keeps)."""
     W_Q, W_K = np.asarray(W_Q, np.float64), np.asarray(W_K, np.float64)
     d, k = W_Q.shape
     if 2 * k < d:
         low = LowRank.of(W_Q, W_K, centre)
-        core, frobenius2, rank, symmetric_of = low.core(), float(np.sum(low.S**2)), len(low.S), low
+        core, singular, symmetric_of = low.core(), low.S, low
     else:
         core = (W_Q @ W_K.T) if centre is None else centre @ W_Q @ W_K.T @ centre
-        singular = np.linalg.svd(core, compute_uv=False)
-        frobenius2, rank, symmetric_of = float(np.sum(singular**2)), int((singular > RANK_TOLERANCE * singular[0]).sum()), core
+        singular, symmetric_of = np.linalg.svd(core, compute_uv=False), core
+        singular = singular[singular > RANK_TOLERANCE * singular[0]]
+    frobenius2, rank = float(np.sum(singular**2)), len(singular)
     eigenvalues, vectors = np.linalg.eig(core)
     if rank < len(core):  # M's zero eigenvalues are not part of its spectrum
         keep = np.argsort(-np.abs(eigenvalues))[:rank]
         eigenvalues, vectors = eigenvalues[keep], vectors[:, keep]
     metrics = {name: float(value) for name, value in spectral_metrics(core, frobenius2, eigenvalues).items()}
-    return {"rank": rank, **metrics, "cond_eig": float(np.linalg.cond(vectors)), "content_pos_frac": content_pos_frac(symmetric_of)}
+    row = {"rank": rank, **metrics, "cond_eig": float(np.linalg.cond(vectors)), "content_pos_frac": content_pos_frac(symmetric_of)}
+    return row, singular
 
 
 def null_seed(layer: int, head: int, base: int = 0) -> int:
@@ -171,8 +178,8 @@ def with_null(
     W_Q: np.ndarray, W_K: np.ndarray, seed: int, draws: int = 300, centre: np.ndarray | None = None
 ) -> dict[str, float]:
     """:func:`head_fingerprint` plus, for each of NULL_METRICS, the null's mean and sd and the head's z-score."""
-    row = head_fingerprint(W_Q, W_K, centre)
-    null = null_distribution(LowRank.of(W_Q, W_K, centre).S, len(np.asarray(W_Q)), draws, seed, centre is not None)
+    row, singular = _fingerprint(W_Q, W_K, centre)
+    null = null_distribution(singular, len(np.asarray(W_Q)), draws, seed, centre is not None)
     for name in NULL_METRICS:
         mean, sd = float(null[name].mean()), float(null[name].std())
         row |= {f"{name}_null_mean": mean, f"{name}_null_sd": sd, f"{name}_z": (row[name] - mean) / sd}

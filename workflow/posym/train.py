@@ -123,6 +123,7 @@ class Run:
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
 HOW_SETTINGS = ("device", "log_every", "pack_seeds", "deterministic")
 
+
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto``: bf16 autocast on a GPU (the counterpart of the authors' fp16 mixed precision), fp32 on a CPU."""
     if precision == "auto":
@@ -311,10 +312,7 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def _evaluate(self) -> list[list[dict]]:
         self.model.eval()
-        tokens = self.eval_tokens if self.members > 1 else self.eval_tokens[0]
-        predictions = predict(self.model, tokens, self.device, self.config.precision)
-        if self.members == 1:
-            predictions = predictions[None]
+        predictions = predict(self.model, self.eval_tokens, self.device, self.config.precision)  # (members, N)
         self.model.train()
         return [accuracy(predictions[m], e) for m, e in enumerate(self.eval_sets)]
 
@@ -426,8 +424,7 @@ def write_outputs(out: Path, record: Mapping) -> None:
     steps = record["train"]["steps"]
     if not found or found[-1][0] != steps:
         raise RuntimeError(f"{out}: training is not complete (newest checkpoint {found[-1][0] if found else None}, steps {steps})")
-    _, state = ckpt.load_trainer_state(found[-1][1])
-    if state.get("fingerprint") != record["fingerprint"]:
+    if ckpt.load_trainer_meta(found[-1][1]).get("fingerprint") != record["fingerprint"]:
         raise RuntimeError(f"{out}: the checkpoints were made with other settings or data than the pack record says")
     metrics, log_rows, index, wall = [], [], [], 0.0
     for step, directory in found:

@@ -138,6 +138,11 @@ def pack_files(pattern):
     return files
 
 
+def pack_seed_words(wildcards):
+    """The seeds of the job's pack as ``posym train --seed`` takes them: "0 1 2"."""
+    return " ".join(map(str, pack_members(wildcards.pack)))
+
+
 def pack_threads(wildcards):
     """A training job's threads: the config's threads per seed it trains (Snakemake caps them at --cores)."""
     return config["threads"] * len(pack_members(wildcards.pack))

@@ -25,7 +25,7 @@ rule train:
         cpus_per_gpu=cpus_per_gpu,
     params:
         settings=study_settings("model", "train"),
-        seeds=lambda wildcards: " ".join(map(str, pack_members(wildcards.pack))),
+        seeds=pack_seed_words,
         out=pack_files("results/{study}/train/{task}/seed{seed}"),
     shell:
         "posym train --task {wildcards.task} --seed {params.seeds} --train-data {input.train}"

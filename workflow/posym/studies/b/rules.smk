@@ -53,7 +53,7 @@ use rule train as b_train with:
         cpus_per_gpu=cpus_per_gpu,
     params:
         settings=lambda wildcards: b_variant(wildcards, "model", "train"),
-        seeds=lambda wildcards: " ".join(map(str, pack_members(wildcards.pack))),
+        seeds=pack_seed_words,
         out=pack_files(f"{B}/train/{B_RUN}"),
 
 
