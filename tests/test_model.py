@@ -1,13 +1,14 @@
 """The model is GPT-J: same logits as HF's GPTJForCausalLM, RoPE convention, hooks, packing."""
 
+import json
 import math
 
 import pytest
 import torch
 
 from conftest import model_config
-from posym import checkpoints
-from posym.model import MemberDropout, PosymModel, attention
+from posym import checkpoints, files
+from posym.model import HF_N_POSITIONS, MemberDropout, PosymModel, attention
 from posym.positions import NoPE, Rope
 
 transformers = pytest.importorskip("transformers")
@@ -42,6 +43,52 @@ def test_logits_equal_hf_gptj_loaded_from_a_checkpoint(tmp_path, settings):
     assert torch.allclose(ours_all, theirs, atol=1e-5, rtol=0)
     assert torch.allclose(ours_last, theirs[:, -1], atol=1e-5, rtol=0)
     assert torch.allclose(ours_explicit, theirs, atol=1e-5, rtol=0)
+
+
+def test_hf_runs_a_checkpoint_on_inputs_longer_than_the_old_128_limit(tmp_path):
+    model = PosymModel(model_config(30, n_layer=2, d_model=32, n_head=2)).initialise([5]).eval()
+    directory = checkpoints.write_checkpoint(tmp_path, 0, model, 0, [str(i) for i in range(30)], {"eval": [], "log": []})
+    hf = hf_model_from(directory)
+    assert hf.config.n_positions == HF_N_POSITIONS > 5017  # the paper's longest length-generalisation input
+    ids = torch.randint(0, 30, (2, 1100), generator=torch.Generator().manual_seed(1))  # posym's longest default input
+    with torch.no_grad():
+        assert torch.allclose(model(ids, last_only=False), hf(input_ids=ids).logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("vocab", [["<pad>", "a1", "b2", "17", "1"], ["<pad>", "[UNK]", "[CLS]", "w000", "w001"]])
+def test_auto_tokenizer_loads_a_checkpoint_with_posyms_ids(tmp_path, vocab):
+    model = PosymModel(model_config(len(vocab), n_layer=1, d_model=16)).initialise([0])
+    directory = checkpoints.write_checkpoint(tmp_path, 0, model, 0, vocab, {"eval": [], "log": []})
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    words = vocab[1:] + vocab[1:][::-1]
+    ids = tokenizer(" ".join(words))["input_ids"]
+    assert ids == [vocab.index(w) for w in words]  # no BOS/EOS added, ids equal posym's
+    assert tokenizer.decode(ids) == " ".join(words)
+    assert tokenizer.pad_token_id == 0 and tokenizer.decode([0, 0], skip_special_tokens=True) == ""
+    assert len(tokenizer) == len(vocab)
+    if "[UNK]" in vocab:
+        assert tokenizer("w000 zzz")["input_ids"] == [3, 1]
+    else:
+        with pytest.raises(Exception, match="UNK"):  # an unknown word is an error, never a silent id
+            tokenizer("a1 zzz")
+
+
+def test_checkpoints_written_before_tokenizer_files_and_with_n_positions_still_load(tmp_path):
+    """Checkpoints of earlier posym versions: ``n_positions: 128`` among the model settings, no tokenizer files."""
+    model = PosymModel(model_config(20, n_layer=2, d_model=16)).initialise([2]).eval()
+    directory = checkpoints.write_checkpoint(tmp_path, 0, model, 0, list("abcdefghijklmnopqrst"), {"eval": [], "log": []})
+    config = json.loads((directory / "config.json").read_text())
+    config["posym"]["model"]["n_positions"] = 128
+    (directory / "config.json").write_text(json.dumps(config))
+    checksums = json.loads((directory / "checksums.json").read_text())
+    for name in checkpoints.TOKENIZER_FILES:
+        (directory / name).unlink()
+        del checksums[name]
+    checksums["config.json"] = files.sha256_file(directory / "config.json")
+    (directory / "checksums.json").write_text(json.dumps(checksums))
+    loaded, _ = checkpoints.load_model(directory)
+    ids = torch.randint(0, 20, (3, 9))
+    assert torch.equal(loaded(ids), model(ids))
 
 
 def test_checkpoint_round_trip_gives_the_same_model(tmp_path):

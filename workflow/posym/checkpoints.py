@@ -5,6 +5,9 @@ A checkpoint ``step-NNNNNN/`` holds
 * ``model.safetensors``, ``config.json`` — the model's weights and settings (:mod:`posym.architectures`); for
   the core's GPT-J, loadable as is by ``GPTJForCausalLM.from_pretrained``;
 * ``vocab.json`` — the token strings, id order;
+* ``tokenizer.json``, ``tokenizer_config.json`` — the same vocabulary as a word-level Hugging Face tokenizer
+  (whitespace-split, ids equal posym's), so that ``AutoTokenizer.from_pretrained`` and the tools built on it load
+  the checkpoint; posym itself reads ``vocab.json`` (checkpoints written before these files lack them);
 * ``progress.json`` — evaluation rows and the training log since the previous checkpoint;
 * ``checksums.json`` — sha256 of each file above, checked on every load;
 * ``trainer_state.safetensors`` + ``trainer_state.json`` — optimizer moments and generator
@@ -23,10 +26,16 @@ import torch
 
 from .files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, write_json
 from . import architectures
+from .model import HF_N_POSITIONS
+from .tasks import PAD
 
 STEP_DIR = re.compile(r"^step-(\d{6,})$")
 VERIFIED_FILES = ("model.safetensors", "config.json", "vocab.json", "progress.json")
 TRAINER_FILES = ("trainer_state.safetensors", "trainer_state.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+#: The unknown-word token of a vocabulary that has one (paper B's); in a vocabulary without it, tokenizing an unknown
+#: word is an error ("Missing [UNK] token from the vocabulary"), never a silent id.
+UNK = "[UNK]"
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -57,8 +66,10 @@ def write_checkpoint(
         save_tensors(tmp / "model.safetensors", model.checkpoint_tensors(member), metadata={"format": "pt"})
         write_json(tmp / "config.json", model.checkpoint_config())
         write_json(tmp / "vocab.json", list(vocab))
+        for name, content in hf_tokenizer_files(vocab).items():
+            write_json(tmp / name, content)
         write_json(tmp / "progress.json", progress)
-        checksums = {name: sha256_file(tmp / name) for name in VERIFIED_FILES}
+        checksums = {name: sha256_file(tmp / name) for name in VERIFIED_FILES + TOKENIZER_FILES}
         if trainer_state is not None:
             tensors, meta = trainer_state
             save_tensors(tmp / "trainer_state.safetensors", tensors)
@@ -66,6 +77,47 @@ def write_checkpoint(
             checksums.update({name: sha256_file(tmp / name) for name in TRAINER_FILES})
         write_json(tmp / "checksums.json", checksums)
     return target
+
+
+def hf_tokenizer_files(vocab: list[str]) -> dict[str, dict]:
+    """``tokenizer.json`` (the ``tokenizers`` library's format: a WordLevel model behind a whitespace split, the
+    padding token special) and ``tokenizer_config.json`` of a vocabulary; written as JSON so that posym needs no
+    tokenizer library. Decoding joins tokens with spaces, as posym's prompts are written."""
+    vocab = list(vocab)
+    unk = UNK if UNK in vocab else None
+    specials = [t for t in (PAD, unk) if t in vocab]
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": vocab.index(token),
+                "content": token,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for token in specials
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {token: i for i, token in enumerate(vocab)}, "unk_token": UNK},
+    }
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "pad_token": PAD if PAD in vocab else None,
+        "unk_token": unk,
+        "bos_token": None,
+        "eos_token": None,
+        "model_max_length": HF_N_POSITIONS,
+        "clean_up_tokenization_spaces": False,
+    }
+    return {"tokenizer.json": tokenizer, "tokenizer_config.json": config}
 
 
 def drop_trainer_state(directory: Path) -> None:

@@ -187,11 +187,20 @@ def cmd_report(args) -> None:
     log.info("report written: %s", path)
 
 
+# --------------------------------------------------------------------------- pretrained models
+
+
+def cmd_convert_model(args) -> None:
+    from .pretrained import convert
+
+    convert(args.source, args.out, dtype=args.dtype)  # it logs what it wrote
+
+
 # --------------------------------------------------------------------------- parser
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import study, tasks
+    from . import pretrained, study, tasks
 
     p = argparse.ArgumentParser(prog="posym", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -265,6 +274,16 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument(f"--{name}", nargs="*", default=[])
     s.set_defaults(func=cmd_report)
 
+    s = sub.add_parser(
+        "convert-model",
+        help="turn a model source into a verified Hugging Face model directory (safetensors, manifest, checksums)",
+    )
+    s.add_argument("--source", required=True, help="a model directory, a .gguf file, or package:<distribution>")
+    s.add_argument("--out", type=Path, required=True, help="the model directory to write (replaced if it exists)")
+    s.add_argument("--dtype", choices=pretrained.DTYPES, default="float32", help="the saved weights' dtype")
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_convert_model)
+
     for study_id in study.known():  # a study's own commands, when it has any (its cli.py)
         if importlib.util.find_spec(f"posym.studies.{study_id}.cli") is None:
             continue
@@ -279,11 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     _setup(getattr(args, "threads", None))
     from .config import ConfigError
     from .files import IntegrityError
+    from .pretrained import ModelSourceError
     from .report import ReportExists
 
     try:
         args.func(args)
-    except (ConfigError, IntegrityError, ReportExists) as err:
+    except (ConfigError, IntegrityError, ModelSourceError, ReportExists) as err:
         log.error("%s", err)
         return 2
     return 0

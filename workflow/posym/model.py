@@ -56,6 +56,16 @@ def autocast(device: str | torch.device, precision: str):
     return torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None)
 
 
+#: ``n_positions`` of the HF config. RoPE has no length limit, but HF GPT-J precomputes its sin/cos table for this
+#: many positions (and copies it per batch row on every forward, so a huge bound costs memory). 8192 lies above
+#: every input posym evaluates (the paper's longest length-generalisation input has 5,017 tokens); for longer
+#: inputs, raise it when loading: ``GPTJForCausalLM.from_pretrained(path, n_positions=...)``.
+HF_N_POSITIONS = 8192
+#: Settings older checkpoints recorded that no longer exist; ignored on load. ``n_positions`` (128) invented a
+#: length limit that RoPE does not have.
+RETIRED_SETTINGS = frozenset({"n_positions"})
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The model's settings. Their defaults live in the study's config schema (``model`` section), not here."""
@@ -73,7 +83,6 @@ class ModelConfig:
     resid_pdrop: float
     layer_norm_epsilon: float
     initializer_range: float
-    n_positions: int = 128  # only written into the HF config; RoPE itself has no length limit
 
     def __post_init__(self):
         if self.d_model % self.n_head:
@@ -93,6 +102,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, values: Mapping) -> "ModelConfig":
         known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in values.items() if k not in RETIRED_SETTINGS}
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown model settings: {sorted(unknown)}")
@@ -512,7 +522,7 @@ class PosymModel(nn.Module):
             "architectures": ["GPTJForCausalLM"],
             "model_type": "gptj",
             "vocab_size": c.vocab_size,
-            "n_positions": c.n_positions,
+            "n_positions": HF_N_POSITIONS,
             "n_embd": c.d_model,
             "n_layer": c.n_layer,
             "n_head": c.n_head,
