@@ -5,6 +5,7 @@
 #   snakemake --cores all --configfile configs/quick.yaml
 # See README.md; every config key is documented in workflow/schemas/config.schema.yaml and the studies' schema.yaml.
 import os
+import re
 import sys
 
 from snakemake.utils import min_version
@@ -41,11 +42,14 @@ wildcard_constraints:
     seed=r"\d+",
     pack=r"seed\d+(\+\d+)*",
     split="train|val|test",
+    model="|".join(map(re.escape, config["models"])) or "(?!)",
+    llm=r"[^/]+",
 
 
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/models.smk"
 
 
 for study in STUDIES:

@@ -116,6 +116,83 @@ def build_tiny_llm(path: Path, tokenizer=None) -> Path:
     return path
 
 
+def llama_cpp_permute(weights, heads: int):
+    """llama.cpp's reordering of q/k rows (convert_hf_to_gguf.py), which transformers' GGUF loader undoes.
+
+    Rows only move, so it applies to Q8_0 blocks as to values: a row's blocks stay together."""
+    pairs = weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
+    return pairs.swapaxes(1, 2).reshape(weights.shape)
+
+
+def byte_level_tokens() -> list[str]:
+    """GPT-2's byte-level alphabet (256 characters, one per byte; "Ġ" is a space) after an end-of-text token: with
+    it, a BPE tokenizer encodes any text."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return ["<|endoftext|>", *(chr(b) if b in printable else chr(next(extra)) for b in range(256))]
+
+
+def write_tiny_gguf(path: Path, tokens: list[str], merges: list[str], name="tiny-llama", heads=4, kv_heads=2):
+    """Write a random 2-layer Llama with tied embeddings as llama.cpp stores it (q/k rows permuted, matrices in
+    Q8_0 blocks, a GPT-2 BPE tokenizer of ``tokens`` and ``merges``; token 0 ends a text) and return the reference:
+    the same model with the Q8_0 weights dequantised, in the Hugging Face layout."""
+    import gguf
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokens), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=heads,
+        num_key_value_heads=kv_heads, max_position_embeddings=2048, tie_word_embeddings=True, rms_norm_eps=1e-5,
+        bos_token_id=None, eos_token_id=0, pad_token_id=None,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(config).eval()
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_name(name)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
+    writer.add_rope_dimension_count(config.hidden_size // heads)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(merges)
+    writer.add_token_types([gguf.TokenType.CONTROL] + [gguf.TokenType.NORMAL] * (len(tokens) - 1))
+    writer.add_eos_token_id(0)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    reference = {}
+    for hf_name, tensor in model.state_dict().items():
+        if hf_name == "lm_head.weight":  # tied: a GGUF without output.weight
+            continue
+        gguf_name, values = names.get_name(hf_name, try_suffixes=(".weight",)), tensor.numpy()
+        stored = values
+        if values.ndim == 2:
+            stored = gguf.quants.quantize(values, gguf.GGMLQuantizationType.Q8_0)
+            values = gguf.quants.dequantize(stored, gguf.GGMLQuantizationType.Q8_0)
+        if ".attn_q." in gguf_name or ".attn_k." in gguf_name:
+            stored = llama_cpp_permute(stored, heads if ".attn_q." in gguf_name else kv_heads)
+        writer.add_tensor(gguf_name, stored, raw_dtype=gguf.GGMLQuantizationType.Q8_0 if values.ndim == 2 else None)
+        reference[hf_name] = torch.from_numpy(values)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert model.load_state_dict(reference, strict=False).missing_keys == ["lm_head.weight"]  # tied to embed_tokens
+    return model
+
+
+def build_tiny_gguf_llm(path: Path) -> Path:
+    """A random tiny Llama as a Q8_0 GGUF file whose byte-level tokenizer encodes any prompt."""
+    write_tiny_gguf(path, [*byte_level_tokens(), "Ġt"], ["Ġ t"], name="tiny-gguf")
+    return path
+
+
 # ------------------------------------------------------------------------------------------ repository copies
 
 

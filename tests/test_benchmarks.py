@@ -117,3 +117,20 @@ def test_qk_fingerprint_speed_compares_each_path_with_its_reference(tmp_path):
     ours, frames = report["null_means"]["posym"], report["null_means"]["two whole frames per draw"]
     assert abs(ours["dir_frac"] - frames["dir_frac"]) < 0.01 and abs(ours["D_head"] - frames["D_head"]) < 0.02
     assert report["summary"]
+
+
+def test_llm_probe_speed_compares_batches_with_the_loop_on_the_same_items(tmp_path):
+    pytest.importorskip("transformers")
+    from conftest import build_tiny_llm
+
+    model = build_tiny_llm(tmp_path / "tiny-llm")
+    out = tmp_path / "llm.json"
+    command = [sys.executable, "benchmarks/llm_probe_speed.py", "--model", str(model), "--items", "3", "--windows", "12", "24"]
+    command += ["--batch-size", "4", "--threads", "1", "--out", str(out)]
+    subprocess.run(command, cwd=REPO, check=True, capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["items"] == 2 * 2 * 3 and set(report["seconds"]) == {"loop", "batched", "batched, bf16"}
+    assert set(report["ratios"]) == {"batched / loop", "batched, bf16 / loop"} and all(r > 0 for r in report["ratios"].values())
+    # in fp32, batching changes no answer of this model (tests/test_llm.py checks the scores)
+    assert report["agreement_with_loop"]["batched"] == {"greedy": 1.0, "restricted": 1.0}
+    assert report["summary"]

@@ -75,7 +75,7 @@ def test_a_key_of_the_layout_before_studies_says_where_it_lives_now():
 
 
 def test_a_study_section_is_filled_only_when_the_study_runs():
-    assert set(config.validate({})) == {"studies", "threads", "report", "a"}
+    assert set(config.validate({})) == {"studies", "threads", "models", "report", "a"}
     assert config.validate({})["report"]["title"] == "posym: paper A reproduced"
 
 

@@ -12,8 +12,9 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import CONFIG_MATRIX, build_tiny_llm, copy_repo, planned_jobs, report_dir, snakemake
-from posym import study
+from conftest import CONFIG_MATRIX, build_tiny_gguf_llm, build_tiny_llm, copy_repo, planned_jobs, report_dir, snakemake
+from posym import pretrained, study
+from posym.files import sha256_file
 
 #: The notebooks that read RoPE planes of the trained models (study.yaml: requires model.position rope).
 ROPE_ONLY = {"a_frequency", "a_geometry", "a_notebook_frequency", "a_notebook_geometry"}
@@ -24,7 +25,7 @@ EXPECTED = {
     "single_task": {"split": 2, "train": 1, "train_outputs": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
     "alibi": dict.fromkeys(ROPE_ONLY),
     "nope": dict.fromkeys(ROPE_ONLY),
-    "llm": {"a_llm_probe": 1},
+    "llm": {"convert_model": 1, "a_llm_probe": 2, "a_llm_gather": 1},  # two models, one of them a GGUF
 }
 #: tests/configs/b.yaml runs paper B alone: 5 variants on Task 1 and 3 on Task 2, one seed, two tasks' data.
 B_JOBS = {
@@ -38,9 +39,10 @@ B_JOBS = {
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """One repository copy for every dry run, with the tiny language model the llm config names."""
+    """One repository copy for every dry run, with the tiny language models the llm config names."""
     path = copy_repo(tmp_path_factory.mktemp("matrix"))
     build_tiny_llm(path / "results" / "tiny-llm")
+    build_tiny_gguf_llm(path / "results" / "tiny-llm.gguf")
     return path
 
 
@@ -98,15 +100,30 @@ def test_a_model_without_rope_runs_and_its_report_says_why_items_are_missing(tmp
 
 @pytest.mark.slow
 def test_the_llm_probe_runs_on_a_tiny_language_model(tmp_path):
+    """Two models: a Hugging Face directory and a GGUF the workflow converts once; one probe job each, gathered."""
     workdir = copy_repo(tmp_path / "repo")
     build_tiny_llm(workdir / "results" / "tiny-llm")
+    gguf_file = build_tiny_gguf_llm(workdir / "results" / "tiny-llm.gguf")
     snakemake(workdir, "results/a/notebooks/llm.ipynb", configfiles=CONFIG_MATRIX["llm"])
     items = pd.read_csv(workdir / "results/a/llm/items.csv")
-    assert len(items) == 2 * 3 * 2 * 2  # tasks x windows x runs x items
+    assert len(items) == 2 * 2 * 3 * 2 * 2  # models x tasks x windows x runs x items
+    assert set(items["model"]) == {"tiny-llm", "tiny-gguf"}
+    manifest = pretrained.verify(workdir / "results/models/tiny-gguf")
+    assert manifest["quantisation"] == "Q8_0" and manifest["gguf_sha256"] == sha256_file(gguf_file)
     table = pd.read_csv(workdir / "results/a/tables/table3_llm.csv")
-    assert any(column.startswith("tiny-llm") and column.endswith("(ours)") for column in table.columns)
+    for model in ("tiny-llm", "tiny-gguf"):
+        assert any(column.startswith(model) and column.endswith("(ours)") for column in table.columns)
     claims = pd.read_csv(workdir / "results/a/tables/claims_A7.csv", dtype=str, keep_default_na=False)
     assert not claims["measured"].str.contains("no model configured").any()
+
+    # a second model added to the config runs its own probe only; the others are up to date
+    (workdir / "results/tiny-llm-2").mkdir()
+    for path in (workdir / "results/tiny-llm").iterdir():
+        (workdir / "results/tiny-llm-2" / path.name).write_bytes(path.read_bytes())
+    more = tmp_path / "more.yaml"
+    more.write_text("a:\n  llm:\n    model: [results/tiny-llm, tiny-gguf, results/tiny-llm-2]\n")
+    jobs = planned_jobs(snakemake(workdir, "-n", "results/a/llm/items.csv", configfiles=[*CONFIG_MATRIX["llm"], more]))
+    assert jobs == {"a_llm_probe": 1, "a_llm_gather": 1}
 
 
 @pytest.mark.parametrize("variants", [(), ("configs/quick.yaml",), ("configs/quick.yaml", "configs/bf16.yaml")], ids=lambda v: "+".join(v) or "config.yaml")

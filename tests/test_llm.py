@@ -99,7 +99,9 @@ def test_local_model_end_to_end_is_well_formed_and_deterministic(tmp_path, llama
     assert summary["accuracy"].between(0, 1).all() and (summary["runs"] == 2).all() and (summary["items"] == 3).all()
 
 
-def test_cached_candidate_scores_equal_full_forward_passes(llama_dir):
+@pytest.mark.parametrize("tree", [True, False], ids=["one pass, 4-D mask", "cache branches (sliding-window models)"])
+def test_cached_candidate_scores_equal_full_forward_passes(llama_dir, tree, monkeypatch):
+    monkeypatch.setattr(language_models, "_plain_causal", lambda model: tree)
     local = language_models.load_local_model(llama_dir)
     item = llm_probes.probe_items("letter", 12, 1, seed=4)[0]
     text = local.prompt_text(item["prompt"])
@@ -108,13 +110,40 @@ def test_cached_candidate_scores_equal_full_forward_passes(llama_dir):
     assert {len(c) for c in conts} == {2}  # "▁c" + "2": the multi-token path
     with torch.no_grad():
         out = local.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
-        first = torch.log_softmax(out.logits[0, -1], dim=-1)
-        cached = language_models.candidate_scores(local, out.past_key_values, first, conts)
+        first = torch.log_softmax(out.logits[:, -1], dim=-1)
+        mask = torch.ones(1, len(prompt_ids), dtype=torch.long)
+        [cached] = language_models.candidate_scores(local, out.past_key_values, mask, first, [conts])
         for k, cont in enumerate(conts):
             logits = local.model(input_ids=torch.tensor([prompt_ids + cont])).logits[0]
             logprobs = torch.log_softmax(logits, dim=-1)
             direct = sum(float(logprobs[len(prompt_ids) - 1 + j, token]) for j, token in enumerate(cont))
             assert cached[k] == pytest.approx(direct, abs=1e-4)
+
+
+def test_a_batch_of_prompts_answers_as_each_prompt_alone(llama_dir):
+    """Left padding, position ids and the batched cache copies change no answer and move no score beyond rounding:
+    prompts of different lengths (windows 12 to 48) and both tasks (one- and two-token candidates) in one batch."""
+    local = language_models.load_local_model(llama_dir)
+    items = [i for task in PAPER_ORDER for w in (12, 48) for i in llm_probes.probe_items(task, w, 3, seed=7)]
+    prompts, candidates = [i["prompt"] for i in items], [llm_probes.window_candidates(i) for i in items]
+    assert len({len(local.prompt_ids(local.prompt_text(p))) for p in prompts}) > 1  # the batch is padded
+    alone = [language_models.answer(local, p, c, 4) for p, c in zip(prompts, candidates)]
+    assert language_models.answer_batch(local, prompts, candidates, 4) == alone
+    with torch.no_grad():
+        texts = [local.prompt_text(p) for p in prompts]
+        ids = [local.prompt_ids(t) for t in texts]
+        width = max(map(len, ids))
+        mask = torch.tensor([[0] * (width - len(i)) + [1] * len(i) for i in ids])
+        padded = torch.tensor([[i[0]] * (width - len(i)) + i for i in ids])
+        out = local.model(input_ids=padded, attention_mask=mask, position_ids=language_models._positions(mask))
+        first = torch.log_softmax(out.logits[:, -1], dim=-1)
+        conts = [language_models.continuations(local, t, c) for t, c in zip(texts, candidates)]
+        batched = language_models.candidate_scores(local, out.past_key_values, mask, first, conts)
+        for b, prompt_ids in enumerate(ids):
+            single = local.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+            one = torch.log_softmax(single.logits[:, -1], dim=-1)
+            [expected] = language_models.candidate_scores(local, single.past_key_values, mask[b:b + 1, -len(prompt_ids):], one, [conts[b]])
+            assert batched[b] == pytest.approx(expected, abs=1e-4)
 
 
 def test_continuations_match_tokenising_the_whole_prompt(llama_dir):
@@ -359,23 +388,31 @@ def summary_items(letter: dict, number: dict, runs=(0, 1)) -> pd.DataFrame:
 def test_claim_a7_passes_fails_and_is_untested_when_it_should():
     good = llm_probes.claims_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}))
     verdicts = good.set_index(["check", "seed"])["verdict"]
-    assert verdicts[("greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
-    assert verdicts[("greedy: letter > number at W = 32", "all")] == "pass"
+    assert verdicts[("m, greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
+    assert verdicts[("m, greedy: letter > number at W = 32", "all")] == "pass"
     assert (
-        good.set_index(["check", "seed"]).loc[("greedy: letter > number at W = 100", "all"), "measured"]
+        good.set_index(["check", "seed"]).loc[("m, greedy: letter > number at W = 100", "all"), "measured"]
         == "0 of 2 seeds pass"
     )
-    assert verdicts[("greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
+    assert verdicts[("m, greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
     assert list(good.columns) == claims.COLUMNS and set(good["claim"]) == {"A-7"}
 
     weak = llm_probes.claims_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1})).set_index(["check", "seed"])
-    assert weak.loc[("restricted: filter: letter accuracy at W = 16", "mean"), "verdict"] == "fail"
-    assert weak.loc[("restricted: letter > number at W = 32", "0"), "verdict"] == "not tested"
-    assert weak.loc[("restricted: letter > number at W = 32", "0"), "measured"].endswith("(the model fails the filter)")
-    assert weak.loc[("restricted: letter > number at W = 300", ""), ["measured", "verdict"]].tolist() == [
+    assert weak.loc[("m, restricted: filter: letter accuracy at W = 16", "mean"), "verdict"] == "fail"
+    assert weak.loc[("m, restricted: letter > number at W = 32", "0"), "verdict"] == "not tested"
+    assert weak.loc[("m, restricted: letter > number at W = 32", "0"), "measured"].endswith("(the model fails the filter)")
+    assert weak.loc[("m, restricted: letter > number at W = 300", ""), ["measured", "verdict"]].tolist() == [
         "W = 300 not measured",
         "not tested",
     ]
+
+    # two models: each has its own filter and comparisons
+    both = pd.concat([summary_items({16: 0.9, 32: 0.8}, {32: 0.3}), summary_items({16: 0.5, 32: 0.9}, {32: 0.1}).assign(model="n")])
+    verdicts = llm_probes.claims_a7(both).set_index(["check", "seed"])["verdict"]
+    assert verdicts[("m, greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
+    assert verdicts[("m, greedy: letter > number at W = 32", "all")] == "pass"
+    assert verdicts[("n, greedy: filter: letter accuracy at W = 16", "mean")] == "fail"
+    assert verdicts[("n, greedy: letter > number at W = 32", "0")] == "not tested"
 
     nothing = llm_probes.claims_a7(None)
     assert (nothing["verdict"] == "not tested").all() and (nothing["measured"] == "no model configured").all()
@@ -395,4 +432,7 @@ def test_table3_and_figures_set_ours_beside_the_paper():
         alone = llm_probes.plot_llm_accuracy(paper.LLM_ACCURACY, models, None)
         assert "no model configured" in alone._suptitle.get_text()
         beside = llm_probes.plot_llm_accuracy(paper.LLM_ACCURACY, models, ours)
-        assert len(beside.axes[1].get_legend().get_texts()) == len(models) + 2  # paper models + ours × 2 methods
+        legend = [t.get_text() for t in beside.axes[1].get_legend().get_texts()]
+        assert len(legend) == len(models) + 2 + 1  # paper models + ours × 2 methods + chance
+        chance = [line for line in beside.axes[1].get_lines() if line.get_label().startswith("chance")]
+        assert len(chance) == 1 and chance[0].get_ydata()[0] == pytest.approx(llm_probes.chance_accuracy("letter", [12])[12])

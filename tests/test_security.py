@@ -180,7 +180,7 @@ def test_a_hostile_endpoint_model_reaches_the_probe_as_one_argument(tmp_path):
     result = snakemake(workdir, "-p", "results/a/llm/items.csv", configfiles=(TINY, hostile), check=False)
     # The job ran its shell command with the name quoted, and the probe refused to go on without a URL.
     assert result.returncode != 0
-    log = (workdir / "logs/a/llm/probe.log").read_text()
+    log = (workdir / "logs/a/llm/endpoint.log").read_text()
     assert "POSYM_TEST_NO_SUCH_URL" in log, log
     assert canaries.fired() == []
 

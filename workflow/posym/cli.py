@@ -182,6 +182,7 @@ def cmd_report(args) -> None:
         checkpoints=args.checkpoints,
         benchmarks=args.benchmarks,
         performance=args.performance,
+        models=args.models,
     )
     write_json(args.receipt, {"version": args.version, "index": str(path), "manifest_sha256": sha256_file(path.parent / "manifest.json")})
     log.info("report written: %s", path)
@@ -270,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--config", required=True, help="the validated config as JSON; its studies' tables say what the report shows")
     s.add_argument("--repo", default=".")
     s.add_argument("--receipt", required=True, help="JSON naming the report written (the rule's declared output)")
-    for name in ("data", "checkpoints", "benchmarks", "performance"):
+    for name in ("data", "checkpoints", "benchmarks", "performance", "models"):
         s.add_argument(f"--{name}", nargs="*", default=[])
     s.set_defaults(func=cmd_report)
 

@@ -180,10 +180,12 @@ def training_checks(section: dict, prefix: str) -> list[str]:
     return problems
 
 
-#: Settings added to a study's ``train`` section since its report versions were first named, which change how a
-#: run computes but not what it computes: at these values they stay out of a version's hash, so a configuration
+#: Settings added to a study's ``train`` (and ``llm``) section since its report versions were first named, which
+#: change how a run computes but not what it computes: at these values they stay out of a version's hash, so a configuration
 #: made before them keeps its version name.
-LATER_HOW_SETTINGS = {"pack_seeds": "auto", "deterministic": False}
+LATER_HOW_SETTINGS = {"train": {"pack_seeds": "auto", "deterministic": False}, "llm": {"batch_size": 16}}
+#: Shared keys added since, left out of the hash at their defaults for the same reason.
+LATER_SHARED_DEFAULTS = {"models": {}}
 
 
 def canonical(config: dict) -> dict:
@@ -192,7 +194,11 @@ def canonical(config: dict) -> dict:
     A configuration of paper A alone hashes in the layout it had before studies had sections (paper A's keys at
     the top level, no ``studies`` key), so the report versions made before keep their names.
     """
-    shared = {k: v for k, v in config.items() if k != "studies" and k not in studies.known()}
+    shared = {
+        k: v
+        for k, v in config.items()
+        if k != "studies" and k not in studies.known() and LATER_SHARED_DEFAULTS.get(k, object()) != v
+    }
     sections = {s: _without_later_defaults(config[s]) for s in config["studies"]}
     if config["studies"] == ["a"]:
         return {**shared, **sections["a"]}
@@ -200,10 +206,11 @@ def canonical(config: dict) -> dict:
 
 
 def _without_later_defaults(section: dict) -> dict:
-    if not isinstance(section.get("train"), dict):
-        return section
-    train = {k: v for k, v in section["train"].items() if LATER_HOW_SETTINGS.get(k, object()) != v}
-    return {**section, "train": train}
+    pruned = dict(section)
+    for name, defaults in LATER_HOW_SETTINGS.items():
+        if isinstance(section.get(name), dict):
+            pruned[name] = {k: v for k, v in section[name].items() if defaults.get(k, object()) != v}
+    return pruned
 
 
 def digest(obj: Any) -> str:

@@ -10,9 +10,14 @@
     argmax of the next-token logits over the candidates; when a tokenizer splits a candidate (``c2`` → ``c`` +
     ``2``), the first token alone would tie every candidate sharing it, so the full continuation is scored.
 
-  The candidates of a prompt are scored together, as one batch over copies of the prompt's key/value cache, so
-  each prompt passes through the model once. Prompts themselves go one at a time, unpadded: a prompt's scores then
-  never depend on which prompts share its batch (padding moves logits in the last bits and can flip near-ties).
+  Prompts go through the model in batches (:func:`answer_batch`): their shared beginning (instructions and
+  few-shot examples) once, their own ends padded into one forward pass, the candidates' further tokens as one batch
+  over branches of the prompts' key/value caches, then batched greedy steps. Padding moves logits in their last
+  bits, so a near-tie can resolve differently in a batch of several than alone (a batch of one is one unpadded
+  pass); batches follow the items' order, so runs repeat exactly.
+
+  A directory that :mod:`posym.pretrained` converted (from a GGUF file or a weight package) is verified against
+  its checksums before it is loaded.
 
 * An **endpoint** (``POST {base}/chat/completions``, temperature 0, a few tokens) gives greedy answers only (no
   logits). Base URL and key come from environment variables, never from config files.
@@ -35,6 +40,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from . import pretrained
 
 log = logging.getLogger("posym.language_models")
 
@@ -111,12 +118,15 @@ def load_local_model(
     path = Path(path)
     if not path.is_dir():
         raise ProbeError(f"{path}: not a directory; llm.model must be a local Hugging Face model directory")
+    if (path / pretrained.MANIFEST).is_file():
+        manifest = pretrained.verify(path)  # a converted model (posym convert-model): refused if altered since
+        log.info("%s: %s from %s (%s)", path, manifest["name"], manifest["source"], manifest.get("quantisation") or "-")
     import torch
 
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
-        raise ProbeError("local models need transformers: pip install 'posym[llm]'") from None
+        raise ProbeError("local models need transformers: pip install 'posym[models]'") from None
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     kwargs = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}
     # safetensors only: a pytorch_model.bin would be unpickled (torch.load), and posym unpickles nothing
@@ -156,67 +166,202 @@ def continuations(local: LocalModel, text: str, candidates: list[str]) -> list[l
 
 
 def answer(local: LocalModel, prompt: str, candidates: list[str], max_new_tokens: int) -> tuple[str, str]:
-    """(greedy answer, most probable candidate) for one prompt: one forward pass over the prompt, then short
-    continuations from copies of its key/value cache. Ties go to the candidate listed first."""
-    import torch
-
-    text = local.prompt_text(prompt)
-    prompt_ids = local.prompt_ids(text)
-    with torch.no_grad():
-        out = local.model(input_ids=torch.tensor([prompt_ids], device=local.device), use_cache=True)
-        first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-        scores = candidate_scores(local, out.past_key_values, first, continuations(local, text, candidates))
-        greedy = greedy_answer(local, out.past_key_values, first, max_new_tokens)
-    return greedy, candidates[int(np.argmax(scores))]
+    """(greedy answer, most probable candidate) for one prompt, as :func:`answer_batch` of one."""
+    return answer_batch(local, [prompt], [candidates], max_new_tokens)[0]
 
 
-def candidate_scores(local: LocalModel, cache, first: "torch.Tensor", conts: list[list[int]]) -> np.ndarray:
-    """Log-probability of each continuation after the prompt whose cache is ``cache`` (left untouched).
+def answer_batch(
+    local: LocalModel, prompts: list[str], candidates: list[list[str]], max_new_tokens: int
+) -> list[tuple[str, str]]:
+    """(greedy answer, most probable candidate) of each prompt, for a batch of prompts passed through the model
+    together. Ties go to the candidate listed first.
 
-    ``first`` holds the prompt's next-token log-probabilities. Only continuations of two or more tokens need a
-    forward pass, one row per distinct prefix ``c[:-1]`` (e.g. one per first letter for ``c2``-style splits).
+    The prompts' common beginning (the probe's instructions and few-shot examples) passes through the model once;
+    then their different ends, padded to one length, as one batch; then each candidate token after the first, as
+    one batch over branches of the prompts' key/value caches; then at most ``max_new_tokens`` batched greedy steps.
+    Padding moves logits in their last bits, so a near-tie may resolve differently in a batch than alone (a batch
+    of one is one unpadded pass); in a sliding-window model (Gemma-3) the padding also moves the window's far edge
+    by its few tokens. Batches follow the items' order, so a run gives the same answers every time.
     """
     import torch
 
-    scores = np.array([float(first[c[0]]) for c in conts])
-    prefixes = list(dict.fromkeys(tuple(c[:-1]) for c in conts if len(c) > 1))
-    logprobs = {}
-    for start in range(0, len(prefixes), CANDIDATE_ROWS):
-        chunk = prefixes[start : start + CANDIDATE_ROWS]
-        width = max(map(len, chunk))
-        rows = torch.tensor([list(p) + [p[-1]] * (width - len(p)) for p in chunk], device=local.device)  # right-padded
-        repeated = copy.deepcopy(cache)
-        repeated.batch_repeat_interleave(len(chunk))
-        out = torch.log_softmax(local.model(input_ids=rows, past_key_values=repeated).logits.float(), dim=-1)
-        logprobs.update(zip(chunk, out))
-    for k, c in enumerate(conts):
-        if len(c) > 1:
-            row = logprobs[tuple(c[:-1])]
-            scores[k] += sum(float(row[j - 1, c[j]]) for j in range(1, len(c)))
+    texts = [local.prompt_text(p) for p in prompts]
+    prompt_ids = [local.prompt_ids(t) for t in texts]
+    shared = _shared_length(prompt_ids) if len(prompt_ids) > 1 else 0
+    ends = [ids[shared:] for ids in prompt_ids]
+    width = max(map(len, ends))
+    mask = torch.tensor([[1] * shared + [0] * (width - len(e)) + [1] * len(e) for e in ends], device=local.device)
+    padded = torch.tensor([[e[0]] * (width - len(e)) + e for e in ends], device=local.device)
+    with torch.no_grad():
+        cache = None
+        if shared:
+            start = local.model(input_ids=torch.tensor([prompt_ids[0][:shared]], device=local.device), use_cache=True)
+            cache = start.past_key_values
+            cache.batch_repeat_interleave(len(prompts))
+        out = local.model(
+            input_ids=padded,
+            attention_mask=mask,
+            position_ids=_positions(mask)[:, shared:],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        conts = [continuations(local, text, c) for text, c in zip(texts, candidates)]
+        scores = candidate_scores(local, out.past_key_values, mask, first, conts)
+        greedy = greedy_answers(local, out.past_key_values, mask, first, max_new_tokens)
+    return [(g, c[int(np.argmax(s))]) for g, c, s in zip(greedy, candidates, scores)]
+
+
+def _shared_length(prompt_ids: list[list[int]]) -> int:
+    """Length of the token ids every prompt starts with, leaving each prompt at least one token of its own."""
+    shortest = min(map(len, prompt_ids))
+    for k in range(shortest - 1):
+        if any(ids[k] != prompt_ids[0][k] for ids in prompt_ids):
+            return k
+    return shortest - 1
+
+
+def _positions(mask: "torch.Tensor") -> "torch.Tensor":
+    """Position ids of padded rows: each row counts its real tokens from 0 (a pad takes its predecessor's)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _branch(cache, rows: "torch.Tensor | None" = None):
+    """A cache (of the given rows of ``cache``, repeated as listed) that later steps extend without touching
+    ``cache``: the layers are copied shallowly, and extending or selecting rows makes new tensors."""
+    branch = copy.copy(cache)
+    branch.layers = [copy.copy(layer) for layer in cache.layers]
+    if rows is not None:
+        branch.reorder_cache(rows)
+    return branch
+
+
+def candidate_scores(
+    local: LocalModel, cache, mask: "torch.Tensor", first: "torch.Tensor", conts: list[list[list[int]]]
+) -> list[np.ndarray]:
+    """Log-probability of each continuation after each prompt of a batch whose cache is ``cache`` (left untouched).
+
+    ``first`` holds the prompts' next-token log-probabilities, ``mask`` their attention mask. Only continuations
+    of two or more tokens need a forward pass, for each prompt and distinct prefix ``c[:-1]`` (e.g. one per first
+    letter for ``c2``-style splits): all of them in one pass where a 4-D mask can express the model's attention,
+    else one row per prefix on a branch of its prompt's cache.
+    """
+    import torch
+
+    scores = [np.array([float(first[b, c[0]]) for c in row]) for b, row in enumerate(conts)]
+    prefixes = list(dict.fromkeys((b, tuple(c[:-1])) for b, row in enumerate(conts) for c in row if len(c) > 1))
+    if not prefixes:
+        return scores
+    logprobs = (_prefix_logprobs_as_tree if _plain_causal(local.model) else _prefix_logprobs_on_branches)(
+        local, cache, mask, prefixes
+    )
+    for b, row in enumerate(conts):
+        for k, c in enumerate(row):
+            if len(c) > 1:
+                following = logprobs[(b, tuple(c[:-1]))]
+                scores[b][k] += sum(float(following[j - 1, c[j]]) for j in range(1, len(c)))
     return scores
 
 
-def greedy_answer(local: LocalModel, cache, first: "torch.Tensor", max_new_tokens: int) -> str:
-    """Greedy decoding for at most ``max_new_tokens`` tokens, stopping at an end-of-sequence token or once the
-    first word is complete; the parsed first word. Extends ``cache`` in place."""
+def _plain_causal(model) -> bool:
+    """Whether every layer attends causally to the whole context (no sliding window): then a custom 4-D attention
+    mask says all there is to say about which tokens a token sees."""
+    config = model.config
+    return not getattr(config, "sliding_window", None) and "sliding_attention" not in (getattr(config, "layer_types", None) or [])
+
+
+def _prefix_logprobs_as_tree(local: LocalModel, cache, mask: "torch.Tensor", prefixes: list) -> dict:
+    """Next-token log-probabilities after each (prompt, prefix), all prefixes of a prompt in one row of one forward
+    pass: each prefix's tokens sit at the positions they would follow the prompt at, and a 4-D attention mask lets a
+    token see its prompt and the tokens before it in its own prefix only (the prompts' cache is extended, not
+    copied per prefix, and is left untouched)."""
+    import torch
+
+    chains: dict[int, list[tuple[int, ...]]] = {}
+    for b, prefix in prefixes:
+        chains.setdefault(b, []).append(prefix)
+    batch, context = mask.shape
+    width = max(sum(map(len, c)) for c in chains.values())
+    ids = torch.zeros(batch, width, dtype=torch.long, device=local.device)
+    positions = torch.zeros(batch, width, dtype=torch.long, device=local.device)
+    sees = torch.zeros(batch, 1, width, context + width, dtype=torch.bool, device=local.device)
+    sees[:, 0, :, :context] = mask[:, None, :].bool()
+    sees[:, 0, torch.arange(width), context + torch.arange(width)] = True  # padding sees itself only
+    where = {}
+    lengths = mask.sum(-1).tolist()
+    for b, row_chains in chains.items():
+        at = 0
+        for prefix in row_chains:
+            span = torch.arange(at, at + len(prefix), device=local.device)
+            ids[b, span] = torch.tensor(prefix, device=local.device)
+            positions[b, span] = lengths[b] + torch.arange(len(prefix), device=local.device)
+            own = torch.ones(len(prefix), len(prefix), dtype=torch.bool, device=local.device).tril()
+            sees[b, 0, span, context + at : context + at + len(prefix)] = own
+            where[(b, prefix)] = span
+            at += len(prefix)
+    dtype = next(local.model.parameters()).dtype
+    additive = torch.zeros(sees.shape, dtype=dtype, device=local.device).masked_fill(~sees, torch.finfo(dtype).min)
+    out = local.model(input_ids=ids, attention_mask=additive, position_ids=positions, past_key_values=_branch(cache))
+    logprobs = torch.log_softmax(out.logits.float(), dim=-1)
+    return {key: logprobs[key[0], span] for key, span in where.items()}
+
+
+def _prefix_logprobs_on_branches(local: LocalModel, cache, mask: "torch.Tensor", prefixes: list) -> dict:
+    """Next-token log-probabilities after each (prompt, prefix), one row per prefix on a branch of its prompt's
+    cache, :data:`CANDIDATE_ROWS` rows at a time (for sliding-window models, whose masks a 4-D mask cannot state)."""
+    import torch
+
+    logprobs = {}
+    for start in range(0, len(prefixes), CANDIDATE_ROWS):
+        chunk = prefixes[start : start + CANDIDATE_ROWS]
+        rows = torch.tensor([b for b, _ in chunk], device=local.device)
+        width = max(len(p) for _, p in chunk)
+        ids = torch.tensor([list(p) + [p[-1]] * (width - len(p)) for _, p in chunk], device=local.device)  # right-pad
+        chunk_mask = torch.cat([mask[rows], torch.ones_like(ids)], dim=1)
+        positions = mask[rows].sum(-1, keepdim=True) + torch.arange(width, device=local.device)
+        branch = _branch(cache, rows)
+        out = local.model(input_ids=ids, attention_mask=chunk_mask, position_ids=positions, past_key_values=branch)
+        logprobs.update(zip(chunk, torch.log_softmax(out.logits.float(), dim=-1)))
+    return logprobs
+
+
+def greedy_answers(
+    local: LocalModel, cache, mask: "torch.Tensor", first: "torch.Tensor", max_new_tokens: int
+) -> list[str]:
+    """Greedy decoding of every prompt of a batch for at most ``max_new_tokens`` tokens; a prompt stops at an
+    end-of-sequence token or once its first word is complete. The parsed first words. Extends ``cache`` in place."""
     import torch
 
     stop = local.stop_ids()
-    generated: list[int] = []
-    next_id = int(first.argmax())
+    generated: list[list[int]] = [[] for _ in range(len(first))]
+    running = list(range(len(first)))
+    next_ids = first.argmax(-1).tolist()
     for step in range(max_new_tokens):
-        if next_id in stop:
+        still = []
+        for b in running:
+            if next_ids[b] in stop:
+                continue
+            generated[b].append(next_ids[b])
+            text = local.tokenizer.decode(generated[b], skip_special_tokens=True)
+            if not (len(text.split()) > 1 or (text.strip() and text[-1].isspace())):
+                still.append(b)
+        running = still
+        if not running or step + 1 == max_new_tokens:
             break
-        generated.append(next_id)
-        text = local.tokenizer.decode(generated, skip_special_tokens=True)
-        if len(text.split()) > 1 or (text.strip() and text[-1].isspace()) or step + 1 == max_new_tokens:
-            break
+        # every row steps (a finished row's step is discarded): the cache stays one tensor per layer
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        step_ids = torch.tensor([[i] for i in next_ids], device=local.device)
         out = local.model(
-            input_ids=torch.tensor([[next_id]], device=local.device), past_key_values=cache, use_cache=True
+            input_ids=step_ids,
+            attention_mask=mask,
+            position_ids=mask.sum(-1, keepdim=True) - 1,
+            past_key_values=cache,
+            use_cache=True,
         )
         cache = out.past_key_values
-        next_id = int(out.logits[0, -1].argmax())
-    return parse_answer(local.tokenizer.decode(generated, skip_special_tokens=True))
+        next_ids = out.logits[:, -1].argmax(-1).tolist()
+    return [parse_answer(local.tokenizer.decode(g, skip_special_tokens=True)) for g in generated]
 
 
 # --------------------------------------------------------------------------------------- HTTP endpoint

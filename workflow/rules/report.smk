@@ -23,5 +23,5 @@ rule report:
     shell:
         "posym report --out {params.out:q} --version {params.version:q} --config {params.config:q}"
         " --repo {params.repo:q} --data {input.data:q} --checkpoints {input.checkpoints:q}"
-        " --benchmarks {input.benchmarks:q} --performance {input.performance:q}"
+        " --benchmarks {input.benchmarks:q} --performance {input.performance:q} --models {input.models:q}"
         " --receipt {output.receipt:q} > {log} 2>&1"

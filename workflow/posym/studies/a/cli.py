@@ -141,21 +141,33 @@ def cmd_llm_probe(args) -> None:
 
     section = settings(args, STUDY, "tasks", "llm")
     llm = section["llm"]
+    directory = args.model or (llm["model"] if isinstance(llm["model"], str) else None)
     try:
-        if llm["model"] is not None:
-            local = load_local_model(llm["model"], llm["device"], llm["dtype"], llm["chat_template"], args.name)
-            answer, name = local_answerer(local, llm["max_new_tokens"]), local.name
+        if directory is not None:
+            local = load_local_model(directory, llm["device"], llm["dtype"], llm["chat_template"], args.llm)
+            answer, name = local_answerer(local, llm["max_new_tokens"], llm["batch_size"]), local.name
         elif llm["endpoint_model"] is not None:
             client = EndpointClient.from_environment(llm["endpoint_model"], llm["url_env"], llm["key_env"], max_tokens=llm["max_new_tokens"])
-            answer, name = endpoint_answerer(client), args.name or llm["endpoint_model"]
+            answer, name = endpoint_answerer(client), llm["endpoint_model"]
         else:
-            raise ProbeError("no model configured: set llm.model (a local directory) or llm.endpoint_model")
+            raise ProbeError("no model configured: pass --model, or set llm.model (a local directory) or llm.endpoint_model")
         items = run_probes(answer, name, section["tasks"], llm["windows"], llm["runs"], llm["items"])
     except ProbeError as err:
         raise SystemExit(f"llm-probe: {err}") from None
     write_csv(args.out_probe_items, items)
     write_csv(args.out_probe_summary, summarise(items))
     log.info("%d items -> %s, summary -> %s", len(items), args.out_probe_items, args.out_probe_summary)
+
+
+def cmd_llm_gather(args) -> None:
+    import pandas as pd
+
+    from .llm_probes import read_items, summarise
+
+    items = pd.concat([read_items(path) for path in args.probe_items], ignore_index=True)
+    write_csv(args.out_probe_items, items)
+    write_csv(args.out_probe_summary, summarise(items))
+    log.info("%d models, %d items -> %s", items["model"].nunique(), len(items), args.out_probe_items)
 
 
 def add_commands(sub) -> None:
@@ -194,6 +206,12 @@ def add_commands(sub) -> None:
     s.add_argument("--out-exactness", type=Path, required=True, help="CSV: constructions vs Listing 1 on random inputs")
 
     s = _command(sub, "llm-probe", "the 1-hop LLM probes on a local model or an endpoint (spec §A10.2; settings llm.*)", cmd_llm_probe)
-    s.add_argument("--name", help="model label in the outputs (default: the directory name or the endpoint model)")
+    s.add_argument("--model", type=Path, help="a local Hugging Face model directory (default: llm.model when it names one)")
+    s.add_argument("--llm", help="label of a local model in the outputs (default: its directory's name)")
     s.add_argument("--out-probe-items", type=Path, required=True, help="CSV: one row per item and its answers")
     s.add_argument("--out-probe-summary", type=Path, required=True, help="CSV: accuracy per model, task, window and method")
+
+    s = _command(sub, "llm-gather", "the LLM probes' items of every model in one table, and its summary", cmd_llm_gather)
+    s.add_argument("--probe-items", type=Path, nargs="+", required=True, help="items CSVs of posym a llm-probe")
+    s.add_argument("--out-probe-items", type=Path, required=True)
+    s.add_argument("--out-probe-summary", type=Path, required=True)

@@ -54,6 +54,30 @@ FILTER_WINDOW, FILTER_ACCURACY = 16, 0.85
 CLAIM_WINDOWS = (32, 100, 300)
 
 
+#: The probe job of an endpoint model: its name may hold any character, so it does not name the job's files.
+ENDPOINT_JOB = "endpoint"
+
+
+def probe_jobs(llm: dict, models: dict) -> dict[str, str | None]:
+    """The probe's jobs, by the name that labels a model's rows and files: each llm.model entry's directory (a
+    model of the top-level ``models`` section, converted to results/models/<name>, or a local directory named by
+    its folder), or None for the endpoint model (job :data:`ENDPOINT_JOB`). A directory that does not exist stops
+    the workflow as a missing input, before any job runs."""
+    entries = llm["model"] if isinstance(llm["model"], list) else [llm["model"]] if llm["model"] else []
+    jobs = {}
+    for entry in entries:
+        if entry in models:
+            name, directory = entry, f"results/models/{entry}"
+        else:
+            name, directory = os.path.basename(os.path.normpath(entry)), entry
+        if name in jobs:
+            raise ValueError(f"config key 'a.llm.model': two models are named {name!r}")
+        jobs[name] = directory
+    if llm["endpoint_model"]:
+        jobs[ENDPOINT_JOB] = None
+    return jobs
+
+
 def probe_items(task: str, window: int, n_items: int, seed: int) -> list[dict]:
     """``n_items`` 1-hop items with a target window of ``window`` tokens (generators PROPOSED in spec §A10.2),
     deterministic in (task, window, seed).
@@ -90,15 +114,26 @@ def window_candidates(item: dict) -> list[str]:
 # ----------------------------------------------------------------------------------------------- probes
 
 
-Answerer = Callable[[dict], tuple[str, str | None]]
+#: Answers a list of items: (greedy answer, restricted answer or None) per item.
+Answerer = Callable[[list[dict]], list[tuple[str, str | None]]]
 
 
-def local_answerer(local: LocalModel, max_new_tokens: int) -> Answerer:
-    return lambda item: language_models.answer(local, item["prompt"], window_candidates(item), max_new_tokens)
+def local_answerer(local: LocalModel, max_new_tokens: int, batch_size: int = 1) -> Answerer:
+    """Items ``batch_size`` at a time through :func:`posym.language_models.answer_batch`."""
+
+    def answer(items: list[dict]) -> list[tuple[str, str]]:
+        out = []
+        for start in range(0, len(items), batch_size):
+            batch = items[start : start + batch_size]
+            prompts, candidates = [i["prompt"] for i in batch], [window_candidates(i) for i in batch]
+            out += language_models.answer_batch(local, prompts, candidates, max_new_tokens)
+        return out
+
+    return answer
 
 
 def endpoint_answerer(client: EndpointClient) -> Answerer:
-    return lambda item: (parse_answer(client.complete(item["prompt"])), None)
+    return lambda items: [(parse_answer(client.complete(item["prompt"])), None) for item in items]
 
 
 def run_probes(
@@ -113,8 +148,8 @@ def run_probes(
         for window in windows:
             for run in runs:
                 block = []
-                for k, item in enumerate(probe_items(task, window, n_items, seed=run)):
-                    greedy, restricted = answer(item)
+                items = probe_items(task, window, n_items, seed=run)
+                for k, (item, (greedy, restricted)) in enumerate(zip(items, answer(items))):
                     block.append(
                         {
                             "model": model,
@@ -174,6 +209,18 @@ def summarise(items: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- Fig 5C/D, Table 3, claim A-7
 
 
+def chance_accuracy(task: str, windows: Iterable[int], n_items: int = 100, runs: Iterable[int] = range(5)) -> pd.Series:
+    """Accuracy of a uniform guess among the window's distinct tokens (the restricted choice), per window: the mean
+    over the probe's items of 1 / (their number of candidates)."""
+    return pd.Series(
+        {
+            w: np.mean([1 / len(window_candidates(i)) for r in runs for i in probe_items(task, w, n_items, seed=r)])
+            for w in windows
+        }
+    )
+
+
+
 def plot_llm_accuracy(published: pd.DataFrame, models: Iterable[str], ours: pd.DataFrame | None):
     """Fig 5C/D: accuracy against window size, one panel per task; the paper's models (dashed, ±1 sd bars) beside
     ours (solid, one line per model and method). Without ours, the figure says that no model was configured."""
@@ -205,6 +252,8 @@ def plot_llm_accuracy(published: pd.DataFrame, models: Iterable[str], ours: pd.D
                     capsize=2,
                     label=f"{model}, {method} (ours)",
                 )
+        chance = chance_accuracy(task, PAPER_WINDOWS)
+        ax.plot(chance.index, chance.values, ls=":", color="grey", label="chance (uniform over window tokens)")
         ax.set_xscale("log")
         ax.set_xticks(PAPER_WINDOWS, [str(w) for w in PAPER_WINDOWS], fontsize=7)
         ax.minorticks_off()
@@ -231,7 +280,7 @@ def table3(published: pd.DataFrame, ours: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def claims_a7(items: pd.DataFrame | None) -> pd.DataFrame:
-    """Claim A-7 (spec §A12), per scoring method: a local model that passes filter 1 of §A10.2 (Letter accuracy at
+    """Claim A-7 (spec §A12), per model and scoring method: a local model that passes filter 1 of §A10.2 (Letter accuracy at
     W = 16 ≥ 0.85, mean over runs) must have Letter > Number at W = 32, 100 and 300, in every run (then "k of n
     seeds pass"). A model that fails the filter leaves the comparisons "not tested", their values still shown."""
     if items is None:
@@ -243,11 +292,11 @@ def claims_a7(items: pd.DataFrame | None) -> pd.DataFrame:
             columns=claims.COLUMNS,
         )
     rows = []
-    for method, frame in run_accuracy(items).groupby("method", sort=False):
+    for (model, method), frame in run_accuracy(items).groupby(["model", "method"], sort=False):
         at = frame.set_index(["task", "window", "run"])["accuracy"]
         filter_values = frame[(frame["task"] == "letter") & (frame["window"] == FILTER_WINDOW)]["accuracy"]
         qualifies = bool(filter_values.mean() >= FILTER_ACCURACY) if len(filter_values) else None
-        (task, check, expected), *comparisons = _claim_checks(f"{method}: ")
+        (task, check, expected), *comparisons = _claim_checks(f"{model}, {method}: ")
         measured = f"{filter_values.mean():.3f} over {len(filter_values)} runs" if len(filter_values) else "—"
         rows.append(claims.row("A-7", check, measured, expected, qualifies, task=task, seed="mean"))
         note = {True: "", False: " (the model fails the filter)", None: " (filter not measured)"}[qualifies]

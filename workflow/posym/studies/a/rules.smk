@@ -5,6 +5,8 @@
 # of a run or nothing trained; its settings are params, its package code is not an input (edits to it do not
 # rerun it: use --forcerun).
 
+from posym.studies.a import llm_probes
+
 A = "results/a"
 A_INDEX = f"{A}/train/{{task}}/seed{{seed}}/checkpoints.json"
 A_TEST = f"{A}/data/{{task}}/seed{{seed}}/test.safetensors"
@@ -139,24 +141,61 @@ use rule a_flow as a_theory with:
         **posym("a theory", settings=("a", "theory")),
 
 
-# Exists only when a local model (llm.model) or an endpoint (llm.endpoint_model) is configured; the notebook draws
-# the paper's values either way.
-use rule a_flow as a_llm_probe with:
+try:
+    A_LLM = llm_probes.probe_jobs(config["a"]["llm"], config["models"])
+except ValueError as err:
+    raise WorkflowError(str(err)) from None
+# The probe's settings leave out the list of models: adding a model runs that model's job only.
+A_LLM_SETTINGS = json.dumps(
+    {
+        "tasks": config["a"]["tasks"],
+        "llm": {k: v for k, v in config["a"]["llm"].items() if k != "model"},
+    },
+    sort_keys=True,
+)
+
+
+# One job per model of llm.model (or the endpoint model).
+rule a_llm_probe:
     input:
-        config["a"]["llm"]["model"] or [],  # a wrong directory stops the DAG before any job runs
+        model=lambda wildcards: A_LLM[wildcards.llm] or [],
+    output:
+        probe_items=f"{A}/llm/models/{{llm}}/items.csv",
+        probe_summary=f"{A}/llm/models/{{llm}}/summary.csv",
+    log:
+        "logs/a/llm/{llm}.log",
+    benchmark:
+        f"{A}/benchmarks/llm_probe-{{llm}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=32000, minutes=240),
+        gpu=lambda wildcards: int(
+            A_LLM[wildcards.llm] is not None and config["a"]["llm"]["device"] != "cpu"
+        ),
+        cpus_per_gpu=cpus_per_gpu,
+    params:
+        job=posym("a llm-probe", wildcards=("llm",))["job"],
+        settings=shlex.join(["--settings", A_LLM_SETTINGS]),
+    shell:
+        JOB
+
+
+# Exists only when llm.model or llm.endpoint_model is set; the notebook draws the paper's values either way.
+rule a_llm_gather:
+    input:
+        probe_items=expand(f"{A}/llm/models/{{llm}}/items.csv", llm=A_LLM),
     output:
         probe_items=f"{A}/llm/items.csv",
         probe_summary=f"{A}/llm/summary.csv",
     log:
-        "logs/a/llm/probe.log",
-    benchmark:
-        f"{A}/benchmarks/llm_probe.tsv"
-    threads: config["threads"]
-    resources:
-        **job_resources(mem_mb=32000, minutes=240),
-        gpu=int(
-            bool(config["a"]["llm"]["model"]) and config["a"]["llm"]["device"] != "cpu"
-        ),
-        cpus_per_gpu=cpus_per_gpu,
+        "logs/a/llm/gather.log",
+    localrule: True
+    conda:
+        TRAINING_ENV
+    threads: 1
     params:
-        **posym("a llm-probe", settings=("a", "tasks", "llm")),
+        **posym("a llm-gather"),
+    shell:
+        JOB
