@@ -79,6 +79,18 @@ def train_config(**settings):
 # ------------------------------------------------------------------------------------------ a tiny language model
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny matrices on a shared 2-core machine: a second intra-op thread only contends (some 50x slower for
+    paper B's tiny models). Modules opt in with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def build_tokenizer():
     """Word-level tokenizer over paper A's probe prompts' pieces, with digits split off: ``" c2"`` → ``▁c`` + ``2``,
     so Letter candidates take two tokens and Number candidates one (both scoring paths run)."""

@@ -32,13 +32,7 @@ MLA = dict(
 T = 24  # shorter than MAX_LEN, so that offsets into the tables are exercised off their ends
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one intra-op thread is some 50x faster than two on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def config(**overrides):

@@ -29,13 +29,7 @@ CHECKPOINTS = {
 QK_HOOKS = ("hook_q", "hook_k", "hook_rot_q", "hook_rot_k")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices on a shared 2-core machine: a second thread only contends."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write(root, vocab=VOCAB, **settings):

@@ -17,13 +17,7 @@ from posym.studies.a.tasks import PAPER_ORDER, get
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices on a shared 2-core machine: a second thread only contends."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -29,13 +29,7 @@ HEADS, KV_HEADS = 4, 2
 GGUF_NAME = "tiny-llama"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices on a shared 2-core machine: a second thread only contends."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @dataclass
