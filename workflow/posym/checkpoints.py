@@ -24,7 +24,16 @@ from pathlib import Path
 
 import torch
 
-from .files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, write_json
+from .files import (
+    IntegrityError,
+    atomic_directory,
+    load_tensors,
+    read_json,
+    save_tensors,
+    sha256_file,
+    verify_checksums,
+    write_json,
+)
 from . import architectures
 from .model import HF_N_POSITIONS
 from .tasks import PAD
@@ -136,16 +145,7 @@ def verify(directory: Path, names: tuple[str, ...] = VERIFIED_FILES) -> dict[str
     directory = Path(directory)
     if not directory.is_dir():
         raise IntegrityError(directory, "checkpoint directory missing")
-    checksums = read_json(directory / "checksums.json")
-    for name in names:
-        path = directory / name
-        if name not in checksums:
-            raise IntegrityError(path, "not listed in checksums.json")
-        if not path.is_file():
-            raise IntegrityError(path, "missing")
-        if sha256_file(path) != checksums[name]:
-            raise IntegrityError(path, "sha256 does not match checksums.json (truncated or altered)")
-    return checksums
+    return verify_checksums(directory, names)
 
 
 def load_model(directory: Path, device: str | torch.device = "cpu"):

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -38,7 +38,24 @@ def sha256_file(path: os.PathLike | str, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def _umask() -> int:
+def verify_checksums(directory: Path, names: Iterable[str] | None = None) -> dict[str, str]:
+    """Check files of ``directory`` against its ``checksums.json`` (the listed ``names``, or every file it lists)
+    and return the checksums; raise IntegrityError naming the first bad file."""
+    checksums = read_json(directory / "checksums.json")
+    for name in checksums if names is None else names:
+        path = directory / name
+        if name not in checksums:
+            raise IntegrityError(path, "not listed in checksums.json")
+        if not path.is_file():
+            raise IntegrityError(path, "missing")
+        if sha256_file(path) != checksums[name]:
+            raise IntegrityError(path, "sha256 does not match checksums.json (truncated or altered)")
+    return checksums
+
+
+def process_umask() -> int:
+    """The process's umask (reading it means setting it, so it is set back at once): the permissions plain file
+    creation would give, for files made by calls that choose their own."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -56,7 +73,7 @@ def atomic_path(path: os.PathLike | str) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from colleagues
+        os.chmod(tmp_path, 0o666 & ~process_umask())  # mkstemp's 0600 would hide results from colleagues
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
@@ -138,7 +155,7 @@ def atomic_directory(path: os.PathLike | str) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())
+        os.chmod(tmp, 0o777 & ~process_umask())
         if target.exists():
             trash = target.with_name(f".{target.name}.old")
             shutil.rmtree(trash, ignore_errors=True)

@@ -41,8 +41,6 @@ from typing import Callable
 
 import numpy as np
 
-from . import pretrained
-
 log = logging.getLogger("posym.language_models")
 
 #: Characters stripped from both ends of a reply's first word ("c2." → c2, "'y'" → y, "**o**" → o).
@@ -118,6 +116,8 @@ def load_local_model(
     path = Path(path)
     if not path.is_dir():
         raise ProbeError(f"{path}: not a directory; llm.model must be a local Hugging Face model directory")
+    from . import pretrained  # imports torch: only once a model is loaded (the workflow imports this module)
+
     if (path / pretrained.MANIFEST).is_file():
         manifest = pretrained.verify(path)  # a converted model (posym convert-model): refused if altered since
         log.info("%s: %s from %s (%s)", path, manifest["name"], manifest["source"], manifest.get("quantisation") or "-")

@@ -39,7 +39,7 @@ from typing import Iterable, Iterator, Literal
 
 import torch
 
-from .files import IntegrityError, _umask, atomic_directory, read_json, sha256_file, write_json
+from .files import IntegrityError, process_umask, atomic_directory, read_json, sha256_file, verify_checksums, write_json
 
 log = logging.getLogger("posym.pretrained")
 
@@ -370,7 +370,7 @@ def _readable_like_posym_outputs(directory: Path) -> None:
     (:func:`posym.files.atomic_path`), so that colleagues can read the model."""
     for path in directory.rglob("*"):
         if path.is_file():
-            os.chmod(path, 0o666 & ~_umask())
+            os.chmod(path, 0o666 & ~process_umask())
 
 
 def _relative_files(directory: Path) -> list[str]:
@@ -391,13 +391,7 @@ def verify(model_dir: os.PathLike | str) -> dict:
     directory = Path(model_dir)
     if not directory.is_dir():
         raise IntegrityError(directory, "model directory missing")
-    checksums = read_json(directory / CHECKSUMS)
-    for name, expected in checksums.items():
-        path = directory / name
-        if not path.is_file():
-            raise IntegrityError(path, "missing")
-        if sha256_file(path) != expected:
-            raise IntegrityError(path, f"sha256 does not match {CHECKSUMS} (truncated or altered)")
+    checksums = verify_checksums(directory)
     if unlisted := sorted(set(_relative_files(directory)) - set(checksums)):
         raise IntegrityError(directory / unlisted[0], f"not listed in {CHECKSUMS}")
     return read_json(directory / MANIFEST)

@@ -220,7 +220,6 @@ def chance_accuracy(task: str, windows: Iterable[int], n_items: int = 100, runs:
     )
 
 
-
 def plot_llm_accuracy(published: pd.DataFrame, models: Iterable[str], ours: pd.DataFrame | None):
     """Fig 5C/D: accuracy against window size, one panel per task; the paper's models (dashed, ±1 sd bars) beside
     ours (solid, one line per model and method). Without ours, the figure says that no model was configured."""
