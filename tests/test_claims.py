@@ -6,15 +6,16 @@ from posym import claims, config, study
 
 # Paper A's claim rows as the report gets them (study.yaml applied to the default configuration).
 CLAIMS = study.load("a").plan(config.validate({}))["claims"]
+SPEC = "spec §A12"
 
 
 def test_seed_summary_counts_only_tested_seeds_and_needs_all_to_pass():
     rows = [
-        claims.row("A-4", "layers 0-3: ID <= 3", "L0 1", "ID <= 3", True, task="number", seed=0),
-        claims.row("A-4", "layers 0-3: ID <= 3", "L0 9", "ID <= 3", False, task="number", seed=1),
-        claims.row("A-4", "layers 0-3: ID <= 3", "-", "ID <= 3", None, task="number", seed=2),
-        claims.row("A-4", "layer 0 in 10-30", "L0 18", "10-30", True, task="letter", seed=0),
-        claims.row("A-4", "layer 0 in 10-30", "L0 19", "10-30", True, task="letter", seed=1),
+        claims.row("A-4", "layers 0-3: ID <= 3", "L0 1", "ID <= 3", True, source=SPEC, task="number", seed=0),
+        claims.row("A-4", "layers 0-3: ID <= 3", "L0 9", "ID <= 3", False, source=SPEC, task="number", seed=1),
+        claims.row("A-4", "layers 0-3: ID <= 3", "-", "ID <= 3", None, source=SPEC, task="number", seed=2),
+        claims.row("A-4", "layer 0 in 10-30", "L0 18", "10-30", True, source=SPEC, task="letter", seed=0),
+        claims.row("A-4", "layer 0 in 10-30", "L0 19", "10-30", True, source=SPEC, task="letter", seed=1),
     ]
     table = claims.with_seed_summary(rows).set_index(["task", "seed"])
     assert table.loc[("number", claims.ALL_SEEDS), "measured"] == "1 of 2 seeds pass"
@@ -24,23 +25,23 @@ def test_seed_summary_counts_only_tested_seeds_and_needs_all_to_pass():
 
 
 def test_single_seed_tables_get_no_summary_row():
-    table = claims.with_seed_summary([claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="number", seed=0)])
+    table = claims.with_seed_summary([claims.row("A-1", "acc", "0.999", ">= 0.99", True, source=SPEC, task="number", seed=0)])
     assert table["seed"].tolist() == ["0"]
 
 
 def test_summary_covers_every_claim_and_grades_mixed_results():
     a1 = claims.with_seed_summary(
         [
-            claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="number", seed=0),
-            claims.row("A-1", "acc", "0.999", ">= 0.99", True, task="letter", seed=0),
+            claims.row("A-1", "acc", "0.999", ">= 0.99", True, source=SPEC, task="number", seed=0),
+            claims.row("A-1", "acc", "0.999", ">= 0.99", True, source=SPEC, task="letter", seed=0),
         ]
     )
     a5 = claims.with_seed_summary(
         [
-            claims.row("A-5", "letter >= 0.9 at 500", "0.95", ">= 0.9", True, seed=0),
-            claims.row("A-5", "letter >= 0.9 at 500", "0.80", ">= 0.9", False, seed=1),
-            claims.row("A-5", "number <= 0.85 at 100", "0.5", "<= 0.85", True, seed=0),
-            claims.row("A-5", "number <= 0.85 at 100", "0.6", "<= 0.85", True, seed=1),
+            claims.row("A-5", "letter >= 0.9 at 500", "0.95", ">= 0.9", True, source=SPEC, seed=0),
+            claims.row("A-5", "letter >= 0.9 at 500", "0.80", ">= 0.9", False, source=SPEC, seed=1),
+            claims.row("A-5", "number <= 0.85 at 100", "0.5", "<= 0.85", True, source=SPEC, seed=0),
+            claims.row("A-5", "number <= 0.85 at 100", "0.6", "<= 0.85", True, source=SPEC, seed=1),
         ]
     )
     summary = claims.summary([a1, a5], CLAIMS).set_index("claim")
@@ -52,7 +53,7 @@ def test_summary_covers_every_claim_and_grades_mixed_results():
 
 def test_summary_reads_tables_back_from_csv(tmp_path):
     path = tmp_path / "claims_A6.csv"
-    claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True)]).to_csv(path, index=False)
+    claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).to_csv(path, index=False)
     summary = claims.summary([pd.read_csv(path, dtype=str, keep_default_na=False)], CLAIMS).set_index("claim")
     assert summary.loc["A-6", "verdict"] == "pass"
 
@@ -62,3 +63,15 @@ def test_a_claim_that_does_not_apply_says_why():
     summary = claims.summary([], rows).set_index("claim")
     assert summary.loc["A-4", "verdict"] == claims.NOT_APPLICABLE and "alibi" in summary.loc["A-4", "ours"]
     assert summary.loc["A-1", "verdict"] == "not tested"
+
+
+def test_every_row_says_where_its_threshold_comes_from_and_the_seed_summary_keeps_it():
+    rows = [claims.row("A-1", "acc", f"{a}", ">= 0.99", a >= 0.99, source="spec §A12 A-1", task="number", seed=s) for s, a in ((0, 0.999), (1, 0.98))]
+    table = claims.with_seed_summary(rows)
+    assert list(table.columns) == claims.COLUMNS and "source" in claims.COLUMNS
+    assert (table["source"] == "spec §A12 A-1").all() and table["seed"].tolist() == ["0", "1", claims.ALL_SEEDS]
+
+
+def test_summary_reads_a_table_written_before_the_source_column():
+    older = claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).drop(columns="source")
+    assert claims.summary([older], CLAIMS).set_index("claim").loc["A-6", "verdict"] == "pass"

@@ -36,6 +36,8 @@ BAD = [
     ({"studies": []}, "studies", "should be non-empty"),
     ({"a": {"llm": {"model": "m", "endpoint_model": "e"}}}, "a.llm.endpoint_model", "not both"),
     ({"a": {"geometry": {"layer": 12}}}, "a.geometry.layer", "is not a layer"),
+    ({"a": {"final_checkpoint": {"validation_every": 75}}}, "a.final_checkpoint.validation_every", "not a multiple of train.checkpoint_every"),
+    ({"a": {"final_checkpoint": {"choice": "best_test"}}}, "a.final_checkpoint.choice", "is not one of"),
 ]
 
 
@@ -92,10 +94,12 @@ VERSION_HASHES = {
 
 @pytest.mark.parametrize("variants", list(VERSION_HASHES), ids=lambda v: "+".join(v) or "config.yaml")
 def test_the_version_hash_of_paper_a_configs_is_unchanged(variants, tmp_path):
-    """The configurations as they were: float32 then (the default precision is now auto, bf16 on a GPU, which
-    is another configuration); the packing and determinism settings added since are left out at their defaults."""
-    as_then = tmp_path / "fp32.yaml"
-    as_then.write_text("a: {train: {precision: fp32}}\n")
+    """The configurations as they were: float32, embedding dropout 0.1 and the last checkpoint analysed then (the
+    defaults are now auto precision, bf16 on a GPU; the authors' embedding dropout 0.0; the best checkpoint on
+    validation: other configurations); the packing and determinism settings added since are left out at their
+    defaults, and the final-checkpoint section where it says last."""
+    as_then = tmp_path / "then.yaml"
+    as_then.write_text("a: {train: {precision: fp32}, model: {embd_pdrop: 0.1}, final_checkpoint: {choice: last}}\n")
     files = [REPO / "config.yaml", as_then, *(REPO / v for v in variants)]
     validated = config.load(files)
     assert config.digest(config.canonical(validated)) == VERSION_HASHES[variants]

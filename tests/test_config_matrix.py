@@ -56,7 +56,7 @@ def tiny_jobs(workdir):
 
 
 def test_the_tiny_config_plans_every_job_of_paper_a(tiny_jobs):
-    assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 37
+    assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 39
     assert {f"a_notebook_{name}" for name in study.load("a").notebooks} <= set(tiny_jobs)
 
 

@@ -127,5 +127,42 @@ def test_claims_a5_fail_and_falsify_when_number_generalises():
 
 def test_claims_a5_without_long_lengths_or_a_task_are_not_tested():
     short = {("letter", 0): {0: 1.0, 50: 1.0}}
-    claims = discrepancy.claims_a5(length_frame(short), seeds=[0])
-    assert set(claims["verdict"]) == {"not tested"}
+    claims = discrepancy.claims_a5(length_frame(short), seeds=[0]).set_index("check")["verdict"]
+    band = "letter within ±0.1 of Fig 5B at every measured x"
+    assert claims[band] == "pass"  # the lengths it has are inside the digitised range
+    assert set(claims.drop(band)) == {"not tested"}
+
+
+def paper_curves(shift: float = 0.0, seed: int = 0) -> dict[tuple[str, int], dict[int, float]]:
+    """Fig 5B's digitised curves (both tasks), Number moved by ``shift``."""
+    reference = discrepancy.paper.LENGTH_CURVE
+    return {
+        (task, seed): {int(x): float(np.clip(a + (shift if task == "number" else 0.0), 0, 1)) for x, a in zip(part["extra_tokens"], part["accuracy"])}
+        for task, part in reference.groupby("task")
+    }
+
+
+def test_the_papers_own_curve_passes_the_two_sided_check():
+    claims = discrepancy.claims_a5(length_frame(paper_curves()), seeds=[0]).set_index("check")
+    assert (claims["verdict"] == "pass").all(), claims
+    assert claims.loc["number within ±0.1 of Fig 5B at every measured x", "measured"].endswith("all 23 points within")
+    assert (claims["source"].str.len() > 0).all()
+    assert "paper §3.6" in claims.loc["letter accuracy at x = 850 ≥ 0.85", "source"]
+
+
+def test_a_number_curve_0_3_below_the_paper_fails_the_two_sided_check_but_not_the_one_sided_ones():
+    claims = discrepancy.claims_a5(length_frame(paper_curves(shift=-0.3)), seeds=[0]).set_index("check")
+    band = claims.loc["number within ±0.1 of Fig 5B at every measured x"]
+    assert band["verdict"] == "fail"
+    assert band["measured"].startswith("largest gap -0.300 at x = 0") and "outside at x = 0 (-0.30), 10 (-0.30)" in band["measured"]
+    assert claims.loc["number accuracy at x = 100 ≤ 0.85", "verdict"] == "pass"  # 0.44: the headline misses it
+    assert claims.loc["letter within ±0.1 of Fig 5B at every measured x", "verdict"] == "pass"
+
+
+def test_paper_gaps_interpolate_inside_the_digitised_range_and_never_beyond():
+    assert discrepancy.paper_accuracy("letter", [850])[0] == pytest.approx(0.885)
+    assert discrepancy.paper_accuracy("number", [45, 0, 5000]) == pytest.approx([0.91, 0.996, 0.04])
+    assert np.isnan(discrepancy.paper_accuracy("number", [6000])[0])
+    gaps = discrepancy.paper_gaps(length_frame({("number", 0): {45: 0.71, 100: 0.74, 6000: 0.01}}))
+    assert gaps["extra_tokens"].tolist() == [45, 100]
+    assert gaps["gap"].tolist() == pytest.approx([-0.2, 0.0]) and gaps["within"].tolist() == [False, True]

@@ -131,35 +131,128 @@ def test_table1_matches_the_paper_when_the_curves_do():
     assert np.allclose(table["frequency"], table["paper frequency"], atol=5e-5)
 
 
+PLANES = np.arange(1, 65)
+
+
+def per_input_use(centres: list[float | None], inputs: int = 30, height: float = 8.0, noise: float = 0.5, seed: int = 0) -> np.ndarray:
+    """u per input, shape (inputs, layers, 1, 64): per layer a hump of ``height`` on the plane ``centre`` (width 2
+    planes) with independent noise per input and plane; a centre of None is a flat curve (noise only)."""
+    rng = np.random.default_rng(seed)
+    curves = [np.zeros(64) if c is None else height * np.exp(-((PLANES - c) ** 2) / 8.0) for c in centres]
+    return np.stack(curves)[None, :, None, :] + noise * rng.standard_normal((inputs, len(centres), 1, 64))
+
+
+def measured_use(task: str, seed: int, per_input: np.ndarray) -> pd.DataFrame:
+    """The frequency-use rows the frequency job would write for these u values (posym's own table code)."""
+    return frequency.use_table(per_input, frequency.id_frequency(PLANES), "test").assign(task=task, seed=seed)
+
+
+def paper_like_use(task: str, seed: int, centres: list[float | None] | None = None) -> pd.DataFrame:
+    return measured_use(task, seed, per_input_use(centres or PAPER_IDS[task], seed=seed))
+
+
+def test_flat_curve_null_is_deterministic_and_a_single_value_for_a_flat_curve():
+    values = per_input_use([38.0], inputs=20)[:, 0, 0]
+    first, again = frequency.flat_curve_null(values), frequency.flat_curve_null(values)
+    assert len(first) == frequency.NULL_PERMUTATIONS and np.array_equal(first, again)
+    assert not np.array_equal(first, frequency.flat_curve_null(values, seed=1))
+    assert np.allclose(frequency.flat_curve_null(np.full((20, 64), 3.0)), 32.5)
+    low, high = frequency.null_interval(np.arange(101.0))
+    assert (low, high) == pytest.approx((1.0, 99.0))
+
+
+def test_a_consistent_peak_lies_outside_the_null_and_shuffled_inputs_do_not():
+    """A head that peaks on the same plane on input after input is separated; the same values with each input's
+    planes shuffled (no preference, same logit scale) are not."""
+    values = per_input_use([2.0], height=60.0, noise=1.0)[:, 0, 0]
+    low, _ = frequency.null_interval(frequency.flat_curve_null(values))
+    assert frequency.weighted_id(values.mean(axis=0)) < low
+    shuffled = np.random.default_rng(5).permuted(values, axis=-1)
+    low, high = frequency.null_interval(frequency.flat_curve_null(shuffled))
+    assert low <= frequency.weighted_id(shuffled.mean(axis=0)) <= high
+
+
+def test_small_logits_give_a_narrow_null_that_an_inert_head_lies_in():
+    inert = per_input_use([None], noise=0.05)[:, 0, 0]
+    low, high = frequency.null_interval(frequency.flat_curve_null(inert))
+    assert 32.0 < low < high < 33.0
+    assert low <= frequency.weighted_id(inert.mean(axis=0)) <= high
+
+
+def test_a_flat_curve_fails_the_low_frequency_check_although_its_id_is_at_least_30():
+    flat = measured_use("number", 0, np.ones((30, 12, 1, 64)))
+    row = frequency.claims_a4(flat, seeds=[0]).set_index("check").loc["number layers 5–11: ID ≥ 30, above a flat curve"]
+    assert row["verdict"] == "fail"
+    assert row["measured"].startswith("L5 32, L6 32") and "not separated from a flat curve: L5 (ID* 32.5, null 32.5–32.5)" in row["measured"]
+    assert "Table 1" in row["source"] and "§A12" in row["source"]
+
+
+def test_inert_heads_near_32_5_fail_the_low_frequency_check():
+    use = measured_use("letter", 0, per_input_use([18.0] + [None] * 11, noise=0.05))
+    table = frequency.separation_table(use).set_index("layer")
+    assert (table.loc[1:, "round(ID*)"].between(32, 33)).all()  # ID ≥ 30 would pass them all
+    # pure noise lands beyond the 99 % quantile on 1 % of layers; the check needs every layer beyond it
+    assert (table.loc[1:, "ID* vs flat-curve null"] == "within").sum() >= 9
+    verdict = frequency.claims_a4(use, seeds=[0]).set_index("check")["verdict"]
+    assert verdict["letter layers 1–11: ID ≥ 30, above a flat curve"] == "fail"
+    assert verdict["letter layer 0: 10 ≤ ID ≤ 30, below a flat curve"] == "pass"
+
+
+def test_a_clear_low_frequency_preference_passes_and_the_table_shows_each_layer():
+    use = paper_like_use("number", 0)
+    table = frequency.separation_table(use)
+    assert list(table.columns) == [
+        "task", "seed", "layer", "ID*", "round(ID*)", "peak ID", "max u", "null 1 %", "null 99 %", "ID* vs flat-curve null"
+    ]
+    assert table["peak ID"].tolist() == PAPER_IDS["number"] and (table["max u"] > 7).all()
+    verdict = frequency.claims_a4(use, seeds=[0]).set_index("check")["verdict"]
+    assert verdict["number layers 5–11: ID ≥ 30, above a flat curve"] == "pass"
+    assert verdict["number layers 0–3: ID ≤ 3, below a flat curve"] == "pass"
+
+
 def test_claims_a4_per_seed_and_over_seeds():
     number_bad = list(PAPER_IDS["number"])
     number_bad[1] = 20  # a positional layer on a slow frequency
     use = pd.concat(
         [
-            synthetic_use("number", 0, PAPER_IDS["number"]),
-            synthetic_use("letter", 0, PAPER_IDS["letter"]),
-            synthetic_use("number", 1, number_bad),
-            synthetic_use("letter", 1, PAPER_IDS["letter"]),
+            paper_like_use("number", 0),
+            paper_like_use("letter", 0),
+            paper_like_use("number", 1, number_bad),
+            paper_like_use("letter", 1),
         ]
     )
     claims = frequency.claims_a4(use, seeds=[0, 1])
+    assert (claims["source"].str.len() > 0).all()
     verdict = claims.set_index(["check", "seed"])["verdict"]
-    assert verdict[("number layers 0–3: ID ≤ 3", "0")] == "pass"
-    assert verdict[("number layers 0–3: ID ≤ 3", "1")] == "fail"
+    positional, intermediate = "number layers 0–3: ID ≤ 3, below a flat curve", "letter layer 0: 10 ≤ ID ≤ 30, below a flat curve"
+    assert verdict[(positional, "0")] == "pass"
+    assert verdict[(positional, "1")] == "fail"
     measured = claims.set_index(["check", "seed"])["measured"]
-    assert verdict[("number layers 0–3: ID ≤ 3", "all")] == "fail"
-    assert measured[("number layers 0–3: ID ≤ 3", "all")] == "1 of 2 seeds pass"
-    assert verdict[("letter layer 0: 10 ≤ ID ≤ 30", "all")] == "pass"
-    assert measured[("letter layer 0: 10 ≤ ID ≤ 30", "all")] == "2 of 2 seeds pass"
-    assert measured[("number layers 5–11: ID ≥ 30", "all")] == "2 of 2 seeds pass"
+    assert verdict[(positional, "all")] == "fail"
+    assert measured[(positional, "all")] == "1 of 2 seeds pass"
+    assert verdict[(intermediate, "all")] == "pass"
+    assert measured[(intermediate, "all")] == "2 of 2 seeds pass"
+    assert measured[("number layers 5–11: ID ≥ 30, above a flat curve", "all")] == "2 of 2 seeds pass"
+    # Table 1's Letter L1 is ID 32, the flat curve's value: a head that peaks there is not separated from it
+    letter = measured[("letter layers 1–11: ID ≥ 30, above a flat curve", "0")]
+    assert verdict[("letter layers 1–11: ID ≥ 30, above a flat curve", "0")] == "fail"
+    assert "not separated from a flat curve: L1 (ID* 32." in letter and "L2" not in letter.split(";")[1]
 
 
 def test_claims_a4_leave_missing_layers_and_tasks_untested():
-    use = synthetic_use("number", 0, [1, 2])  # a two-layer Number model only
+    use = paper_like_use("number", 0, [1, 2])  # a two-layer Number model only
     verdict = frequency.claims_a4(use, seeds=[0]).set_index(["check", "seed"])["verdict"]
-    assert verdict[("number layers 0–3: ID ≤ 3", "0")] == "pass"
-    assert verdict[("number layers 5–11: ID ≥ 30", "0")] == "not tested"
-    assert verdict[("letter layer 0: 10 ≤ ID ≤ 30", "0")] == "not tested"
+    assert verdict[("number layers 0–3: ID ≤ 3, below a flat curve", "0")] == "pass"
+    assert verdict[("number layers 5–11: ID ≥ 30, above a flat curve", "0")] == "not tested"
+    assert verdict[("letter layer 0: 10 ≤ ID ≤ 30, below a flat curve", "0")] == "not tested"
+
+
+def test_claims_a4_on_a_table_without_the_null_judge_only_what_the_band_decides():
+    use = synthetic_use("number", 0, [1, 20, 2, 2] + [38] * 8)  # written before the null columns existed
+    table = frequency.claims_a4(use, seeds=[0]).set_index("check")
+    assert table.loc["number layers 0–3: ID ≤ 3, below a flat curve", "verdict"] == "fail"  # L1 is out of the band
+    assert table.loc["number layers 5–11: ID ≥ 30, above a flat curve", "verdict"] == "not tested"
+    assert "no flat-curve null" in table.loc["number layers 5–11: ID ≥ 30, above a flat curve", "measured"]
 
 
 def test_a_nope_model_is_refused():

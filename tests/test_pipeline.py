@@ -94,6 +94,16 @@ def test_changing_a_training_setting_retrains(tiny_run, tmp_path):
     assert {"evaluate_test", "a_evaluate_length", "a_notebook_training", "a_notebook_length", "report"} <= set(jobs)
 
 
+def test_changing_the_final_checkpoint_choice_reanalyses_without_training(tiny_run, tmp_path):
+    index = json.loads((tiny_run / "results/a/train/number/seed0/checkpoints.json").read_text())
+    assert index["final"]["choice"] == "best_validation" and [c["step"] for c in index["final"]["validation"]] == [20, 40, 60]
+    changed = tmp_path / "last.yaml"
+    changed.write_text(yaml.safe_dump({"a": {"final_checkpoint": {"choice": "last"}}}))
+    jobs = planned_jobs(snakemake(tiny_run, "-n", configfiles=(TINY, changed)))
+    assert jobs["train_outputs"] == 2 and "train" not in jobs and "split" not in jobs
+    assert {"evaluate_test", "a_scores", "a_frequency", "a_evaluate_length", "a_notebook_scores", "report"} <= set(jobs)
+
+
 def test_snakemake_report_builds(tiny_run):
     snakemake(tiny_run, "--report", "report.zip")
     assert (tiny_run / "report.zip").stat().st_size > 10_000

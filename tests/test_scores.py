@@ -228,13 +228,14 @@ def test_purity_counts_name_the_pure_layers_per_step_and_gamma():
     frame = pd.DataFrame(
         {
             "step": [0, 0, 0, 50, 50, 50],
+            "final": [False] * 3 + [True] * 3,
             "layer": [0, 1, 2, 0, 1, 2],
             "head": 0,
             "positional": [0.98, 0.99, 0.97, 0.99, 0.93, 0.02],
             "symbolic": [0.99, 0.98, 0.99, 0.01, 0.06, 0.97],
         }
     )
-    counts = head_scores.purity_counts(frame, [0.1, 0.05]).set_index(["step", "gamma", "kind"])
+    counts = head_scores.purity_counts(frame, [0.1, 0.05]).set_index(["step", "gamma", "kind"])[["count", "heads"]]
     assert counts.loc[(0, 0.1, "positional")].tolist() == [0, ""]
     assert counts.loc[(50, 0.1, "positional")].tolist() == [2, "0 1"]
     assert counts.loc[(50, 0.05, "positional")].tolist() == [1, "0"]
@@ -283,6 +284,7 @@ def test_score_run_writes_every_head_at_every_checkpoint(number_run, tmp_path):
     table = pd.read_csv(out_scores)
     assert list(table.columns) == head_scores.SCORE_COLUMNS
     assert table[["step", "layer"]].values.tolist() == [[0, 0], [0, 1], [50, 0], [50, 1]]
+    assert table["final"].tolist() == [False, False, True, True]  # an index without a choice: the last
     assert table["entropy_norm"].tolist() == [1.0, 1.0, 0.0, 0.0]  # initial attention is the most spread
     assert (table.query("step == 0")[["positional", "symbolic"]] > 0.9).all().all()
     purity = head_dynamics.read_purity([out_purity], ["number"], [0])
@@ -292,7 +294,7 @@ def test_score_run_writes_every_head_at_every_checkpoint(number_run, tmp_path):
 
 def test_purity_tables_read_back_layer_ids_as_text(tmp_path):
     frame = pd.DataFrame(
-        {"step": [0, 0], "layer": [0, 1], "head": 0, "positional": [0.5, 0.01], "symbolic": [0.5, 0.99]}
+        {"step": [0, 0], "final": True, "layer": [0, 1], "head": 0, "positional": [0.5, 0.01], "symbolic": [0.5, 0.99]}
     )
     head_scores.purity_counts(frame, [0.1]).to_csv(tmp_path / "purity.csv", index=False)
     read = head_dynamics.read_purity([tmp_path / "purity.csv"], ["letter"], [3]).set_index("kind")
@@ -319,6 +321,7 @@ def synthetic_scores() -> pd.DataFrame:
                     "task": "number",
                     "seed": seed,
                     "step": 0,
+                    "final": False,
                     "layer": layer,
                     "head": 0,
                     "positional": 0.985,
@@ -332,6 +335,7 @@ def synthetic_scores() -> pd.DataFrame:
                     "task": "number",
                     "seed": seed,
                     "step": 6750,
+                    "final": True,
                     "layer": layer,
                     "head": 0,
                     "positional": 0.99 if positional else 0.01,
@@ -366,6 +370,13 @@ def test_claim_a3_passes_the_paper_pattern_and_fails_a_positional_head_in_a_late
     assert verdicts.loc[(positional, "0"), "verdict"] == "pass" and verdicts.loc[(positional, "1"), "verdict"] == "fail"
     assert verdicts.loc[(positional, "all"), "measured"] == "1 of 2 seeds pass"
     assert verdicts.loc[(positional, "all"), "verdict"] == "fail"
+
+
+def test_claim_a3_reads_the_analysed_checkpoint_not_the_last():
+    frame = synthetic_scores()
+    frame["final"] = frame["step"] == 0  # as if step 0 were the best on validation: uniform heads, none pure
+    verdicts = head_dynamics.claim_a3(frame, synthetic_purity(frame)).set_index(["check", "seed"])
+    assert verdicts.loc[("≥ 3 pure positional heads, all in layers 0–4", "all"), "verdict"] == "fail"
 
 
 def test_claim_a3_is_not_tested_without_gamma_0_1():

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import cli, config
+from posym import claims, cli, config, study
 from posym.studies.a import paper, theory
 from posym.studies.a.tasks import get, number
 
@@ -247,9 +247,30 @@ def test_claims_a6_fail_a_curve_over_its_bound():
         "check"
     )["verdict"]
     assert claims.filter(like="reproduces").tolist() == ["fail"]
-    assert claims.filter(like="worst case").tolist() == ["fail"]
+    assert claims.filter(like="n = 2..3").tolist() == ["fail"]
+    assert claims.filter(like="at n = 1").tolist() == ["not tested"]  # within its bound, but outside Thm 3.2's n > 1
     assert claims.filter(like="literal max").empty  # shown in Fig 5A, not judged
     assert claims.filter(like="Fig 5A").tolist() == ["fail"]
+
+
+def test_claims_a6_pass_on_the_constructions_for_n_2_to_100_and_report_n_1_as_an_observation():
+    settings = theory.TheorySettings(**{**THEORY, "max_length": 100, "random_inputs": 1})
+    curves, exact = theory.discrepancy_curves(settings), theory.exactness_table(settings)
+    table = theory.claims_a6(curves, exact, paper.FIG5A)
+    assert (table["source"].str.len() > 0).all()
+    checks = table.set_index("check")
+    bounds = checks.filter(like="≤ bound for n = 2..100", axis=0)
+    assert len(bounds) == 3 and (bounds["verdict"] == "pass").all()  # Index θ = 0.8 and 1.0, Retrieval θ = 0.0027
+    assert (bounds["source"] == theory.A6_BOUND_SOURCE).all() and "n > 1" in theory.A6_BOUND_SOURCE
+    retrieval_at_1 = checks.loc["Δ_Retrieval(n) ≤ bound at n = 1, θ = 0.0027 (worst case over inputs): observation (Thm 3.2 states n > 1)"]
+    assert retrieval_at_1["verdict"] == "not tested"
+    excess = float(retrieval_at_1["measured"].split("= ")[1].split(" ")[0])
+    assert excess == pytest.approx(math.cos(0.0027) - math.cos(math.pi / 4) - theory.retrieval_bound(1, 0.0027, 8), abs=1e-5)
+    assert excess > 1e-3 and "exceeds the bound" in retrieval_at_1["measured"]
+    judged = table[table["verdict"] != "not tested"]
+    assert (judged["verdict"] == "pass").all(), judged
+    study_claims = study.load("a").plan(config.validate({}))["claims"]
+    assert claims.summary([table], study_claims).set_index("claim").loc["A-6", "verdict"] == "pass"
 
 
 def test_cli_writes_both_theory_tables(tmp_path):

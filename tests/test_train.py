@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import checkpoints, tasks
+from posym import checkpoints, datasets, tasks
 from posym.files import IntegrityError, load_tensors, sha256_file
 from conftest import model_config, train_config
 from posym.checkpoints import load_final_model, load_index
 from posym.evaluate import predict
 from posym.studies.a.tasks import get
-from posym.train import Run, TrainConfig, Trainer, learning_rate, train
+from posym.train import Run, TrainConfig, Trainer, choose_final, learning_rate, train, validation_steps, write_outputs
 
 TINY_MODEL = model_config(len(get("number").vocabulary), n_layer=2, d_model=32)
 TINY_TRAIN = train_config(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
@@ -96,6 +96,39 @@ def test_index_lists_every_checkpoint_and_keeps_resume_state_in_the_newest_only(
     metrics = pd.read_csv(tmp_path / "metrics.csv", dtype={"hop": str})
     assert sorted(metrics["hop"].unique()) == ["1", "2", "3", "4", "all"]
     assert metrics.groupby("step")["n"].max().tolist() == [128, 128, 128]
+
+
+def test_validation_compares_the_steps_hf_trainer_evaluates():
+    assert validation_steps([0, 20, 40, 50], every=20, last=50) == [20, 40, 50]
+    assert validation_steps([0, 20, 40], every=20, last=40) == [20, 40]
+
+
+def test_the_analysed_checkpoint_is_the_last_or_the_best_on_validation(tmp_path, small_data):
+    train_data, test_data = small_data
+    trainer = train([Run(seed=0, train=train_data, test=test_data, out=tmp_path)], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)
+    found = checkpoints.list_checkpoints(tmp_path / "checkpoints")
+    validation = get("number").samples(300, 11)
+    accuracy = {}
+    for step, directory in found:
+        model, _ = checkpoints.load_model(directory)
+        accuracy[step] = float((predict(model, validation.tokens) == validation.labels).mean())
+    assert choose_final(tmp_path, found, "last") == {"step": 40, "choice": "last"}
+    chosen = choose_final(tmp_path, found, "best_validation", every=20, validation=validation)
+    best = max(accuracy[20], accuracy[40])
+    assert chosen["step"] == min(s for s in (20, 40) if accuracy[s] == best)  # the earliest of the best
+    assert [c["step"] for c in chosen["validation"]] == [20, 40] and chosen["validation"][0]["accuracy"] == accuracy[20]
+    # a step 0 checkpoint is never compared (HF Trainer does not evaluate before training)
+    assert choose_final(tmp_path, found, "best_validation", every=40, validation=validation)["step"] == 40
+    with pytest.raises(ValueError, match="expected one of"):
+        choose_final(tmp_path, found, "best_test")
+
+    # the index names it, and the analyses load it
+    datasets.save_split(tmp_path / "val", validation, {"split": "val"})
+    final = {"choice": "best_validation", "every": 20, "validation": tmp_path / "val.safetensors"}
+    write_outputs(tmp_path, trainer.record(0), final)
+    index = load_index(tmp_path / "checkpoints.json")
+    assert index["final"]["step"] == chosen["step"] and index["final"]["validation"] == chosen["validation"]
+    assert load_final_model(tmp_path / "checkpoints.json")[2]["step"] == chosen["step"]
 
 
 def _train_command(out, steps, precision="fp32"):

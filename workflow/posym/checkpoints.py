@@ -203,10 +203,17 @@ def load_index(path: Path) -> dict:
     return index
 
 
+def final_entry(index: dict) -> dict:
+    """The index entry of the checkpoint a run's analyses read: the one its ``final`` names (the last or the best
+    on validation, :func:`posym.train.choose_final`); the newest in an index written before there was a choice."""
+    step = index.get("final", {}).get("step", index["checkpoints"][-1]["step"])
+    return next(entry for entry in index["checkpoints"] if entry["step"] == step)
+
+
 def load_final_model(index_path: Path):
-    """The newest checkpoint of a training job (from its checkpoints.json, every checkpoint checked)
-    with its vocabulary and its index entry."""
+    """The analysed checkpoint of a training run (:func:`final_entry`; every checkpoint of its checkpoints.json
+    checked) with its vocabulary and its index entry."""
     index = load_index(index_path)
-    final = index["checkpoints"][-1]
+    final = final_entry(index)
     model, vocab = load_model(Path(index_path).parent / final["path"])
     return model, vocab, final

@@ -1,9 +1,15 @@
 """Verdicts on a study's claims in one table format, and the report's claims summary.
 
 Every analysis writes its claim's checks as rows ``claim, task, check, seed, measured, expected,
-verdict`` (verdict: pass, fail or not tested); with several seeds, :func:`with_seed_summary`
+source, verdict`` (verdict: pass, fail or not tested); with several seeds, :func:`with_seed_summary`
 adds one "all seeds" row per check saying how many seeds pass. The claims themselves (statement,
 published value) are rows of the study's table (``study.yaml``).
+
+``source`` says where a check's threshold comes from (the paper's sentence, figure value or the spec
+section that sets it, or posym's own choice, named as such). It is a required argument of :func:`row`
+so that no check can state a threshold without saying whose it is. A "not tested" row is also how a
+check reports an observation that the claim does not judge (say, a case the theorem excludes): it is
+shown but never counted by :func:`summary`.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Iterable
 
 import pandas as pd
 
-COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "verdict"]
+COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "source", "verdict"]
 ALL_SEEDS = "all"
 #: The verdict of a claim whose checks do not apply to the configuration (say, RoPE checks on an ALiBi model).
 NOT_APPLICABLE = "not applicable"
@@ -22,7 +28,9 @@ def verdict(passed: bool | None) -> str:
     return "not tested" if passed is None else ("pass" if passed else "fail")
 
 
-def row(claim: str, check: str, measured: str, expected: str, passed: bool | None, *, task: str = "", seed="") -> dict:
+def row(
+    claim: str, check: str, measured: str, expected: str, passed: bool | None, *, source: str, task: str = "", seed=""
+) -> dict:
     return {
         "claim": claim,
         "task": task,
@@ -30,6 +38,7 @@ def row(claim: str, check: str, measured: str, expected: str, passed: bool | Non
         "seed": str(seed),
         "measured": measured,
         "expected": expected,
+        "source": source,
         "verdict": verdict(passed),
     }
 
@@ -59,7 +68,8 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[dict]) -> pd.DataFr
     the overall verdict. Only the 'all seeds' rows count where a check was run on several seeds.
     """
     tables = list(tables)
-    found = pd.concat([t[COLUMNS] for t in tables], ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+    # reindex, not select: a verdict table written before a column existed (say ``source``) still counts
+    found = pd.concat([t.reindex(columns=COLUMNS) for t in tables], ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
     rows = []
     for claim in claims:
         checks = found[found["claim"] == claim["id"]]

@@ -117,7 +117,7 @@ def cmd_train_outputs(args) -> None:
     member = members[args.seed]
     if Path(member["out"]).resolve() != args.out.resolve():
         raise SystemExit(f"posym train-outputs: seed {args.seed} of {args.record} trained into {member['out']}, not {args.out}")
-    write_outputs(args.out, member)
+    write_outputs(args.out, member, {"choice": args.final, "every": args.validation_every, "validation": args.validation_data})
     log.info("seed %d of %s: tables written to %s", args.seed, record["pack"], args.out)
 
 
@@ -248,6 +248,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--record", type=Path, required=True, help="the training job's pack record")
     s.add_argument("--seed", type=int, required=True)
     s.add_argument("--out", type=Path, required=True, help="the seed's folder (its checkpoints/ are there)")
+    s.add_argument("--final", default="last", help="the checkpoint the analyses read: last or best_validation")
+    s.add_argument("--validation-every", type=int, help="best_validation: steps between compared checkpoints")
+    s.add_argument("--validation-data", type=Path, help="best_validation: the stored validation split")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train_outputs)
 

@@ -186,6 +186,9 @@ def training_checks(section: dict, prefix: str) -> list[str]:
 LATER_HOW_SETTINGS = {"train": {"pack_seeds": "auto", "deterministic": False}, "llm": {"batch_size": 16}}
 #: Shared keys added since, left out of the hash at their defaults for the same reason.
 LATER_SHARED_DEFAULTS = {"models": {}}
+#: Sections added to a study since, left out of the hash where they say to compute what was computed before them
+#: (final_checkpoint choice last: the analyses read each run's last checkpoint, as they all did then).
+LATER_SECTIONS = {"final_checkpoint": {"choice": "last"}}
 
 
 def canonical(config: dict) -> dict:
@@ -206,7 +209,11 @@ def canonical(config: dict) -> dict:
 
 
 def _without_later_defaults(section: dict) -> dict:
-    pruned = dict(section)
+    pruned = {
+        k: v
+        for k, v in section.items()
+        if not (k in LATER_SECTIONS and all(v.get(key) == value for key, value in LATER_SECTIONS[k].items()))
+    }
     for name, defaults in LATER_HOW_SETTINGS.items():
         if isinstance(section.get(name), dict):
             pruned[name] = {k: v for k, v in section[name].items() if defaults.get(k, object()) != v}

@@ -17,7 +17,9 @@ to an uninterrupted one.
 Seeds of one task train packed in one job where ``pack_seeds`` says so (:mod:`posym.packs`): the job
 writes each member's checkpoints into the member's own folder and a *pack record*; each member's
 tables (checkpoints.json, metrics.csv, train_log.csv) are then written from its checkpoints by
-:func:`write_outputs`, the same tables a job of one seed writes.
+:func:`write_outputs`, the same tables a job of one seed writes. They also name the checkpoint the analyses
+read (:func:`choose_final`): the last one, or the best on the validation split as HF ``Trainer``'s
+``load_best_model_at_end`` picks it.
 
 The loop is written for a GPU as much as for a CPU: the training split and the evaluation subset
 live on the device, a step does no host synchronisation (losses are read back once per logging
@@ -49,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoints as ckpt
+from . import datasets
 from .evaluate import accuracy, predict
 from .files import load_tensors, write_csv, write_json
 from . import tasks
@@ -412,9 +415,50 @@ class Trainer:
         return {"pack": pack_name([r.seed for r in self.runs]), "members": [self.record(m) for m in range(self.members)]}
 
 
-def write_outputs(out: Path, record: Mapping) -> None:
+#: How the checkpoint a run's analyses read is chosen: its last one, or the best on the validation split.
+FINAL_CHOICES = ("last", "best_validation")
+
+
+def validation_steps(steps: Sequence[int], every: int, last: int) -> list[int]:
+    """The checkpoints HF ``Trainer`` evaluates with ``eval_steps = every``: each multiple of ``every`` after step 0,
+    and the last step (which it evaluates at the end of training when it is not a multiple)."""
+    return [s for s in steps if (s > 0 and s % every == 0) or s == last]
+
+
+def choose_final(
+    out: Path, found: Sequence[tuple[int, Path]], choice: str, every: int | None = None,
+    validation: TaskData | None = None, precision: str = "fp32",
+) -> dict:
+    """The checkpoint a run's analyses read, and why: ``{"step", "choice"}``, and for ``best_validation`` the
+    validation accuracy of each compared checkpoint.
+
+    ``best_validation`` is HF ``Trainer``'s ``load_best_model_at_end`` with ``metric_for_best_model`` the
+    validation accuracy (the authors' setting, spec §A3): of the checkpoints :func:`validation_steps` names, the
+    one of highest accuracy, the earliest of equals (Trainer takes a new best only when it is strictly greater).
+    """
+    if choice not in FINAL_CHOICES:
+        raise ValueError(f"final checkpoint choice {choice!r}: expected one of {FINAL_CHOICES}")
+    last = found[-1][0]
+    if choice == "last":
+        return {"step": last, "choice": choice}
+    if validation is None or every is None:
+        raise ValueError("choice best_validation needs the validation split and the steps between evaluations")
+    compared = []
+    for step, directory in found:
+        if step in validation_steps([step], every, last):
+            model, _ = ckpt.load_model(directory)
+            overall = accuracy(predict(model, validation.tokens, precision=precision), validation)[-1]["accuracy"]
+            compared.append({"step": step, "accuracy": float(overall)})
+    best = max(compared, key=lambda c: c["accuracy"])  # max keeps the first of equal values
+    log.info("%s: best validation accuracy %.4f at step %d of %d compared", out, best["accuracy"], best["step"], len(compared))
+    return {"step": best["step"], "choice": choice, "validation_every": every, "validation": compared}
+
+
+def write_outputs(out: Path, record: Mapping, final: Mapping | None = None) -> None:
     """The tables of one run, from its checkpoints under ``out``: checkpoints.json (the index, with every
-    checkpoint verified), metrics.csv and train_log.csv. ``record`` is :meth:`Trainer.record` of the run.
+    checkpoint verified, and under ``final`` the checkpoint its analyses read: :func:`choose_final` with the
+    settings ``final`` gives, by default the last), metrics.csv and train_log.csv. ``record`` is
+    :meth:`Trainer.record` of the run.
 
     The newest checkpoint must be the run's last step and carry the record's fingerprint, so tables are never
     written from a half-trained run or from the checkpoints of other settings.
@@ -426,6 +470,10 @@ def write_outputs(out: Path, record: Mapping) -> None:
         raise RuntimeError(f"{out}: training is not complete (newest checkpoint {found[-1][0] if found else None}, steps {steps})")
     if ckpt.load_trainer_meta(found[-1][1]).get("fingerprint") != record["fingerprint"]:
         raise RuntimeError(f"{out}: the checkpoints were made with other settings or data than the pack record says")
+    final = dict(final or {"choice": "last"})
+    if final.get("validation") is not None:
+        final["validation"] = datasets.load_split(final["validation"])
+    chosen = choose_final(out, found, precision=record["train"].get("precision", "fp32"), **final)
     metrics, log_rows, index, wall = [], [], [], 0.0
     for step, directory in found:
         progress = ckpt.load_progress(directory)
@@ -446,6 +494,7 @@ def write_outputs(out: Path, record: Mapping) -> None:
             "train_seconds": wall,
             "device": record["device"],
             "checkpoints": index,
+            "final": chosen,
             **record["meta"],
         },
     )

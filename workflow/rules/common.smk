@@ -115,6 +115,43 @@ def task_data(wildcards):
     return {**data, **data.get(wildcards.task, {})}
 
 
+def final_checkpoint(wildcards):
+    """The study's final_checkpoint section; a study without one (or a rule of a study's own paths, without the
+    study wildcard) analyses each run's last checkpoint."""
+    study = wildcards.get("study")
+    return (
+        config[study].get("final_checkpoint", {"choice": "last"})
+        if study
+        else {"choice": "last"}
+    )
+
+
+#: The validation split a run's best checkpoint is chosen on.
+VALIDATION_SPLIT = "results/{study}/data/{task}/seed{seed}/val.safetensors"
+
+
+def validation_split(wildcards):
+    """An input function: the run's validation split where the study picks the best checkpoint on it."""
+    if final_checkpoint(wildcards)["choice"] != "best_validation":
+        return []
+    return VALIDATION_SPLIT.format(**wildcards)
+
+
+def final_checkpoint_options(wildcards):
+    """``posym train-outputs`` options of the study's final_checkpoint choice (a function of the wildcards only,
+    so that Snakemake compares it between runs)."""
+    final = final_checkpoint(wildcards)
+    if final["choice"] != "best_validation":
+        return "--final last"
+    options = [
+        "--final",
+        final["choice"],
+        "--validation-every",
+        str(final["validation_every"]),
+    ]
+    return shlex.join([*options, "--validation-data", validation_split(wildcards)])
+
+
 def split_size(wildcards):
     return task_data(wildcards)[f"{wildcards.split}_samples"]
 

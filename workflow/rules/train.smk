@@ -2,6 +2,8 @@
 # seed of the task packed into one model where train.pack_seeds says so (the pack's name lists its seeds:
 # seed0, seed0+1+2). It writes each seed's checkpoints and a pack record; a small local job per seed then writes
 # that seed's tables from its checkpoints, so every later rule reads one seed's files whichever way it trained.
+# That job also names the checkpoint the analyses read (the study's final_checkpoint section: the last, or the
+# best on the validation split), so changing the choice reruns the analyses but never the training.
 # Checkpoints live under checkpoints/ beside the declared outputs, not among them: Snakemake deletes declared
 # outputs before a rerun, and an interrupted job must find its checkpoints to resume from.
 
@@ -36,6 +38,7 @@ rule train:
 rule train_outputs:
     input:
         record=trained_in("results/{study}/train/{task}/packs/{pack}.json"),
+        validation=validation_split,
     output:
         index="results/{study}/train/{task}/seed{seed}/checkpoints.json",
         metrics="results/{study}/train/{task}/seed{seed}/metrics.csv",
@@ -50,6 +53,7 @@ rule train_outputs:
     params:
         pack_log=lambda wildcards, input: pack_log(input.record),
         out=output_dir,
+        final=final_checkpoint_options,
     shell:
         "(cat {params.pack_log:q}; posym train-outputs --record {input.record} --seed {wildcards.seed}"
-        " --out {params.out}) > {log} 2>&1"
+        " --out {params.out} {params.final}) > {log} 2>&1"

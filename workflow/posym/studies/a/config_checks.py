@@ -24,6 +24,9 @@ def problems(section: dict, prefix: str) -> list[str]:
         problem("theory.theta_retrieval", f"{theory['theta_retrieval']} must be below pi / (alphabet * max_length) = {limit:.4g}")
     if section["discrepancy"]["samples"] > section["length"]["samples"]:
         problem("discrepancy.samples", f"{section['discrepancy']['samples']} exceeds length.samples={section['length']['samples']}")
+    final, every = section["final_checkpoint"], section["train"]["checkpoint_every"]
+    if final["choice"] == "best_validation" and final["validation_every"] % every:
+        problem("final_checkpoint.validation_every", f"{final['validation_every']} is not a multiple of train.checkpoint_every={every}: the compared steps must have checkpoints")
     if section["llm"]["model"] and section["llm"]["endpoint_model"]:
         problem("llm.endpoint_model", "set llm.model or llm.endpoint_model, not both")
     return found

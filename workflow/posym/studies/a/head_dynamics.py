@@ -50,8 +50,9 @@ def read_purity(paths: Iterable[str | Path], tasks: Iterable[str], seeds: Iterab
 
 
 def final_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each run's (task, seed) last checkpoint."""
-    return frame[frame["step"] == frame.groupby(["task", "seed"])["step"].transform("max")]
+    """The rows of each run's (task, seed) analysed checkpoint (column ``final``: the last or the best on validation,
+    as the study's final_checkpoint chose)."""
+    return frame[frame["final"].astype(bool)]
 
 
 def _tasks(frame: pd.DataFrame) -> list[str]:
@@ -273,11 +274,22 @@ def purity_final_table(purity: pd.DataFrame) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------ claims
 
-Check = tuple[str, str, str, bool]  # check, measured, expected, passed
+Check = tuple[str, str, str, bool, str]  # check, measured, expected, passed, source of the threshold
+
+#: Where claims A-2 and A-3's thresholds come from.
+A2_SOURCE = {
+    "number": "spec §A12 A-2; Fig 2A (spec §A5: hop crossings ≈ 2050, 2750, 3250, 3400)",
+    "letter": "spec §A12 A-2; Fig 2A (spec §A5: hop crossings ≈ 2700–2750)",
+}
+A3_SOURCE = "spec §A12 A-3; Fig 2C / Fig 7 (spec §A5: Number L0–L3 positional, L4–L11 symbolic; Letter L1–L11 symbolic)"
+A3_START_SOURCE = "spec §A12 A-3; Fig 2B / Fig 6 (spec §A5: positional ≈ symbolic ≈ 0.98–0.99 at initialisation)"
 
 
 def _rows(claim: str, task: str, seed, checks: list[Check]) -> list[dict]:
-    return [claims.row(claim, *check, task=task, seed=seed) for check in checks]
+    return [
+        claims.row(claim, check, measured, expected, passed, source=source, task=task, seed=seed)
+        for check, measured, expected, passed, source in checks
+    ]
 
 
 def claim_a2(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -306,12 +318,14 @@ def _hop_order_checks(task: str, crossings: np.ndarray) -> list[Check]:
                 shown,
                 "increasing (paper 2050, 2750, 3250, 3400)",
                 crossed and bool(np.all(np.diff(crossings) > 0)),
+                A2_SOURCE["number"],
             ),
             (
                 "hop 4 reaches 0.9 ≥ 1000 steps after hop 1",
                 f"{crossings[3] - crossings[0]:.0f}" if crossed else shown,
                 "≥ 1000 (paper 1350)",
                 crossed and crossings[3] - crossings[0] >= 1000,
+                A2_SOURCE["number"],
             ),
         ]
     return [
@@ -320,6 +334,7 @@ def _hop_order_checks(task: str, crossings: np.ndarray) -> list[Check]:
             f"{shown} (spread {spread:.0f})" if crossed else shown,
             "≤ 300 (paper 50)",
             crossed and spread <= 300,
+            A2_SOURCE["letter"],
         )
     ]
 
@@ -335,7 +350,10 @@ def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, gamma: float = CLAIM_GA
     if final.empty:
         untested = f"purity not computed for γ = {gamma:g} (scores.gammas)"
         return claims.with_seed_summary(
-            [claims.row("A-3", "pure heads at convergence", untested, "", None, task=t) for t in _tasks(purity)]
+            [
+                claims.row("A-3", "pure heads at convergence", untested, "", None, source=A3_SOURCE, task=t)
+                for t in _tasks(purity)
+            ]
         )
     rows = []
     for (task, seed), run in final.groupby(["task", "seed"], sort=False):
@@ -355,24 +373,26 @@ def _pure_head_checks(task: str, heads: dict[str, str]) -> list[Check]:
                 shown["positional"],
                 "≥ 3 in L0–L4 (paper 4: L0–L3)",
                 len(positional) >= 3 and max(positional) <= 4,
+                A3_SOURCE,
             ),
             (
                 "≥ 7 pure symbolic heads, all in layers ≥ 4",
                 shown["symbolic"],
                 "≥ 7 in L4+ (paper 8: L4–L11)",
                 len(symbolic) >= 7 and min(symbolic) >= 4,
+                A3_SOURCE,
             ),
         ]
     return [
-        ("no pure positional head", shown["positional"], "0 (paper 0)", not positional),
-        ("≥ 10 pure symbolic heads", shown["symbolic"], "≥ 10 (paper 11: L1–L11)", len(symbolic) >= 10),
+        ("no pure positional head", shown["positional"], "0 (paper 0)", not positional, A3_SOURCE),
+        ("≥ 10 pure symbolic heads", shown["symbolic"], "≥ 10 (paper 11: L1–L11)", len(symbolic) >= 10, A3_SOURCE),
     ]
 
 
 def _uniform_start_check(initial: pd.DataFrame) -> Check:
     check, expected = "at step 0 every head has s_POS, s_SYM ≥ 0.9", "≥ 0.9 (paper 0.98–0.99)"
     if initial.empty:
-        return check, "no step-0 checkpoint", expected, False
+        return check, "no step-0 checkpoint", expected, False, A3_START_SOURCE
     low_positional, low_symbolic = initial["positional"].min(), initial["symbolic"].min()
     measured = f"min s_POS {low_positional:.3f}, min s_SYM {low_symbolic:.3f}"
-    return check, measured, expected, low_positional >= 0.9 and low_symbolic >= 0.9
+    return check, measured, expected, low_positional >= 0.9 and low_symbolic >= 0.9, A3_START_SOURCE

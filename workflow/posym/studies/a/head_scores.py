@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from posym import datasets, tasks
-from posym.checkpoints import load_index, load_model
+from posym.checkpoints import final_entry, load_index, load_model
 from posym.files import IntegrityError
 from posym.model import PosymModel
 from posym.positions import PositionScheme
@@ -51,8 +51,9 @@ COSINE_EPS = 1e-8
 #: model's own; float32 rounding stays near 1e-6, a wrong position map is off by order one.
 SELF_CHECK_TOLERANCE = 1e-4
 
-SCORE_COLUMNS = ["step", "layer", "head", "positional", "symbolic", "entropy", "entropy_norm"]
-PURITY_COLUMNS = ["step", "gamma", "kind", "count", "heads"]
+#: ``final``: the row is of the checkpoint the run's analyses read (checkpoints.json's ``final``): "at convergence".
+SCORE_COLUMNS = ["step", "final", "layer", "head", "positional", "symbolic", "entropy", "entropy_norm"]
+PURITY_COLUMNS = ["step", "final", "gamma", "kind", "count", "heads"]
 
 
 # --------------------------------------------------------------------------------------- the metric
@@ -223,11 +224,11 @@ def purity_counts(scores: pd.DataFrame, gammas: Sequence[float]) -> pd.DataFrame
     rows = []
     for gamma in gammas:
         kinds = classify(scores["positional"], scores["symbolic"], gamma)
-        for step, at_step in scores.assign(kind=kinds).groupby("step"):
+        for (step, final), at_step in scores.assign(kind=kinds).groupby(["step", "final"]):
             for kind in ("positional", "symbolic"):
                 pure = at_step[at_step["kind"] == kind].sort_values(["layer", "head"])
                 labels = [head_label(layer, head, n_head) for layer, head in zip(pure["layer"], pure["head"])]
-                rows.append({"step": step, "gamma": gamma, "kind": kind, "count": len(pure), "heads": " ".join(labels)})
+                rows.append({"step": step, "final": final, "gamma": gamma, "kind": kind, "count": len(pure), "heads": " ".join(labels)})
     return pd.DataFrame(rows, columns=PURITY_COLUMNS)
 
 
@@ -248,6 +249,7 @@ def score_run(index_path: Path, data_path: Path, samples: int, tau: float) -> pd
         raise ValueError(f"{data_path} has {len(data)} samples, fewer than the {samples} to score")
     ids = torch.as_tensor(data.tokens[:samples], dtype=torch.long)
     expected_vocab = list(tasks.get(data.task).vocabulary.tokens)
+    final_step = final_entry(index)["step"]
     frames = []
     for entry in index["checkpoints"]:
         model, vocab = load_model(index_path.parent / entry["path"])
@@ -255,6 +257,6 @@ def score_run(index_path: Path, data_path: Path, samples: int, tau: float) -> pd
             raise IntegrityError(
                 index_path.parent / entry["path"], f"the model's vocabulary is not the {data.task} task's"
             )
-        frames.append(checkpoint_scores(model, ids, tau).assign(step=entry["step"]))
+        frames.append(checkpoint_scores(model, ids, tau).assign(step=entry["step"], final=entry["step"] == final_step))
         log.info("step %d scored", entry["step"])
     return normalise_entropy(pd.concat(frames, ignore_index=True))[SCORE_COLUMNS]

@@ -105,26 +105,43 @@ def _run_accuracy(runs: pd.DataFrame, variant: str, task: str) -> dict:
     return dict(zip(part["seed"], part["accuracy"]))
 
 
-def _missing(claim: str, check: str, expected: str, *names: str, task: str) -> dict:
-    return verdicts.row(claim, check, f"not trained: {', '.join(names)}", expected, None, task=task)
+#: Where each check's threshold comes from (spec §B7 sets them; §B6 has the notes' numbers they are built around).
+SOURCES = {
+    ("B-1", "RoPE accuracy"): "spec §B7 B-1; §B6 (RoPE 92.64 % on Task 1)",
+    ("B-1", "RoPE − NoPE"): "spec §B7 B-1; §B6 (NoPE fails Task 1)",
+    ("B-1", "RoPE − ALiBi"): "spec §B7 B-1; §B6 (ALiBi fails Task 1)",
+    ("B-2", "NoPE − RoPE"): "spec §B7 B-2; §B6 (Task 2: NoPE 77.69 % vs RoPE 69.43 %)",
+    ("B-2", "MLA accuracy"): "spec §B7 B-2; §B6 (MLA 97.41 % on Task 2)",
+    ("B-3", "deposit"): "spec §B7 B-3; §B6 (removing the first layer's deposit head costs ≈ 60 points)",
+    ("B-3", "others"): "spec §B7 B-3",
+    ("B-3", "no deposit"): "spec §B7 B-3",
+    ("B-4", "all heads − k = 1"): "spec §B7 B-4; §B6 (1 RoPE head ≈ 90 % vs all heads 92.64 %)",
+    ("B-5", "no deposit"): "spec §B7 B-5; §B6 ('MLA removes the pattern')",
+}
+
+
+def _missing(claim: str, check: str, expected: str, *names: str, task: str, source: str) -> dict:
+    return verdicts.row(claim, check, f"not trained: {', '.join(names)}", expected, None, source=source, task=task)
 
 
 def claims_b1(runs: pd.DataFrame) -> pd.DataFrame:
     """B-1: on Task 1, RoPE ≥ 85 % and ≥ 30 points above NoPE and above ALiBi (per seed)."""
     rope, rows = _run_accuracy(runs, "rope", "distance"), []
+    source = SOURCES[("B-1", "RoPE accuracy")]
     if not rope:
-        rows.append(_missing("B-1", "RoPE accuracy", "≥ 85 %", "rope", task="distance"))
+        rows.append(_missing("B-1", "RoPE accuracy", "≥ 85 %", "rope", task="distance", source=source))
     for seed, value in rope.items():
-        rows.append(verdicts.row("B-1", "RoPE accuracy", f"{value:.2f} %", "≥ 85 %", value >= 85, task="distance", seed=seed))
+        rows.append(verdicts.row("B-1", "RoPE accuracy", f"{value:.2f} %", "≥ 85 %", value >= 85, source=source, task="distance", seed=seed))
     for other, label in (("nope", "NoPE"), ("alibi", "ALiBi")):
         theirs = _run_accuracy(runs, other, "distance")
         check, expected = f"RoPE − {label}", "≥ 30 points"
+        source = SOURCES[("B-1", check)]
         seeds = sorted(set(rope) & set(theirs))
         if not seeds:
-            rows.append(_missing("B-1", check, expected, *[v for v, d in (("rope", rope), (other, theirs)) if not d], task="distance"))
+            rows.append(_missing("B-1", check, expected, *[v for v, d in (("rope", rope), (other, theirs)) if not d], task="distance", source=source))
         for seed in seeds:
             gap = rope[seed] - theirs[seed]
-            rows.append(verdicts.row("B-1", check, f"{gap:.2f} points ({rope[seed]:.2f} vs {theirs[seed]:.2f})", expected, gap >= 30, task="distance", seed=seed))
+            rows.append(verdicts.row("B-1", check, f"{gap:.2f} points ({rope[seed]:.2f} vs {theirs[seed]:.2f})", expected, gap >= 30, source=source, task="distance", seed=seed))
     return verdicts.with_seed_summary(rows)
 
 
@@ -133,15 +150,17 @@ def claims_b2(runs: pd.DataFrame) -> pd.DataFrame:
     nope, rope, mla = (_run_accuracy(runs, v, "count") for v in ("nope", "rope", "mla"))
     rows = []
     seeds = sorted(set(nope) & set(rope))
+    source = SOURCES[("B-2", "NoPE − RoPE")]
     if not seeds:
-        rows.append(_missing("B-2", "NoPE − RoPE", "> 0 points", *[v for v, d in (("nope", nope), ("rope", rope)) if not d], task="count"))
+        rows.append(_missing("B-2", "NoPE − RoPE", "> 0 points", *[v for v, d in (("nope", nope), ("rope", rope)) if not d], task="count", source=source))
     for seed in seeds:
         gap = nope[seed] - rope[seed]
-        rows.append(verdicts.row("B-2", "NoPE − RoPE", f"{gap:.2f} points ({nope[seed]:.2f} vs {rope[seed]:.2f})", "> 0 points", gap > 0, task="count", seed=seed))
+        rows.append(verdicts.row("B-2", "NoPE − RoPE", f"{gap:.2f} points ({nope[seed]:.2f} vs {rope[seed]:.2f})", "> 0 points", gap > 0, source=source, task="count", seed=seed))
+    source = SOURCES[("B-2", "MLA accuracy")]
     if not mla:
-        rows.append(_missing("B-2", "MLA accuracy", "≥ 90 %", "mla", task="count"))
+        rows.append(_missing("B-2", "MLA accuracy", "≥ 90 %", "mla", task="count", source=source))
     for seed, value in mla.items():
-        rows.append(verdicts.row("B-2", "MLA accuracy", f"{value:.2f} %", "≥ 90 %", value >= 90, task="count", seed=seed))
+        rows.append(verdicts.row("B-2", "MLA accuracy", f"{value:.2f} %", "≥ 90 %", value >= 90, source=source, task="count", seed=seed))
     return verdicts.with_seed_summary(rows)
 
 
@@ -152,16 +171,17 @@ def claims_b4(runs: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     one, all_heads = _run_accuracy(runs, "partial_rope_1", "distance"), _run_accuracy(runs, "partial_rope_all", "distance")
     rows, seeds = [], sorted(set(one) & set(all_heads))
     check, expected = "all heads − k = 1", "≤ 5 points"
+    source = SOURCES[("B-4", check)]
     if not seeds:
         names = [v for v, d in (("partial_rope_1", one), ("partial_rope_all", all_heads)) if not d]
-        rows.append(_missing("B-4", check, expected, *names, task="distance"))
+        rows.append(_missing("B-4", check, expected, *names, task="distance", source=source))
     for seed in seeds:
         gap = all_heads[seed] - one[seed]
         measured = f"{gap:.2f} points ({all_heads[seed]:.2f} vs {one[seed]:.2f})"
         passed = gap <= 5 if all_heads[seed] >= trained_accuracy else None
         if passed is None:
             measured += f"; not tested: all heads below {trained_accuracy:g} %, it did not learn Task 1 at this size"
-        rows.append(verdicts.row("B-4", check, measured, expected, passed, task="distance", seed=seed))
+        rows.append(verdicts.row("B-4", check, measured, expected, passed, source=source, task="distance", seed=seed))
     return verdicts.with_seed_summary(rows)
 
 
@@ -231,7 +251,7 @@ def claims_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     deposit, others = ("one layer-0 deposit head", "exactly one head ≥ 40, in layer 0"), ("every other head", "< 5 points")
     rope = _drops(ablation, "rope", "distance")
     if not rope:
-        rows.append(_missing("B-3", *deposit[:1], deposit[1], "rope", task="distance"))
+        rows.append(_missing("B-3", *deposit[:1], deposit[1], "rope", task="distance", source=SOURCES[("B-3", "deposit")]))
     for seed, part in rope.items():
         big = part[part["drop"] >= 40]
         one = len(big) == 1 and int(big.iloc[0]["layer"]) == 0
@@ -241,13 +261,13 @@ def claims_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
         reason = _untrained(part, "RoPE on Task 1", trained_accuracy)
         if reason:
             found = [f"{text}; {reason}" for text in found]
-        rows.append(verdicts.row("B-3", deposit[0], found[0], deposit[1], None if reason else one, task="distance", seed=seed))
-        rows.append(verdicts.row("B-3", others[0], found[1], others[1], None if reason else bool(rest["drop"].max() < 5), task="distance", seed=seed))
+        rows.append(verdicts.row("B-3", deposit[0], found[0], deposit[1], None if reason else one, source=SOURCES[("B-3", "deposit")], task="distance", seed=seed))
+        rows.append(verdicts.row("B-3", others[0], found[1], others[1], None if reason else bool(rest["drop"].max() < 5), source=SOURCES[("B-3", "others")], task="distance", seed=seed))
     for variant, task, label in (("nope", "distance", "NoPE on Task 1"), ("rope", "count", "RoPE on Task 2")):
         found = _drops(ablation, variant, task)
         check = f"no deposit: {label}"
         if not found:
-            rows.append(_missing("B-3", check, "every head < 20", variant, task=task))
+            rows.append(_missing("B-3", check, "every head < 20", variant, task=task, source=SOURCES[("B-3", "no deposit")]))
         for seed, part in found.items():
             rows.append(_no_deposit("B-3", check, part, label, trained_accuracy, task, seed))
     return verdicts.with_seed_summary(rows)
@@ -259,7 +279,8 @@ def _no_deposit(claim: str, check: str, part: pd.DataFrame, label: str, trained_
     reason = _untrained(part, label, trained_accuracy)
     if reason:
         measured += f"; {reason}"
-    return verdicts.row(claim, check, measured, "every head < 20", None if reason else bool(top["drop"] < 20), task=task, seed=seed)
+    passed = None if reason else bool(top["drop"] < 20)
+    return verdicts.row(claim, check, measured, "every head < 20", passed, source=SOURCES[(claim, "no deposit")], task=task, seed=seed)
 
 
 def claims_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
@@ -267,7 +288,7 @@ def claims_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     rows = []
     found = _drops(ablation, "mla", "distance")
     if not found:
-        rows.append(_missing("B-5", "no deposit: MLA on Task 1", "every head < 20", "mla", task="distance"))
+        rows.append(_missing("B-5", "no deposit: MLA on Task 1", "every head < 20", "mla", task="distance", source=SOURCES[("B-5", "no deposit")]))
     for seed, part in found.items():
         check = f"no deposit: MLA on Task 1 ({part['mode'].iloc[0]} ablation)"
         rows.append(_no_deposit("B-5", check, part, "MLA on Task 1", trained_accuracy, "distance", seed))
