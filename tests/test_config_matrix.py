@@ -22,10 +22,12 @@ ROPE_ONLY = {"a_frequency", "a_geometry", "a_notebook_frequency", "a_notebook_ge
 EXPECTED = {
     "tiny": {},
     "bf16": {},
-    "single_task": {"split": 2, "train": 1, "train_outputs": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
+    "single_task": {"split": 3, "train": 1, "train_outputs": 1, "evaluate_test": 1, "a_scores": 1, "a_geometry": None, "a_notebook_geometry": None},
     "alibi": dict.fromkeys(ROPE_ONLY),
     "nope": dict.fromkeys(ROPE_ONLY),
     "llm": {"convert_model": 1, "a_llm_probe": 2, "a_llm_gather": 1},  # two models, one of them a GGUF
+    # two recipes x two tasks trained, each analysed with two final-checkpoint choices
+    "fidelity": {"a_fidelity_train": 4, **dict.fromkeys(["a_fidelity_train_outputs", "a_fidelity_scores", "a_fidelity_frequency", "a_fidelity_length"], 8), "a_notebook_fidelity": 1},
 }
 #: tests/configs/b.yaml runs paper B alone: 5 variants on Task 1 and 3 on Task 2, one seed, two tasks' data.
 B_JOBS = {
@@ -57,7 +59,8 @@ def tiny_jobs(workdir):
 
 def test_the_tiny_config_plans_every_job_of_paper_a(tiny_jobs):
     assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 39
-    assert {f"a_notebook_{name}" for name in study.load("a").notebooks} <= set(tiny_jobs)
+    assert {f"a_notebook_{name}" for name in study.load("a").notebooks} - {"a_notebook_fidelity"} <= set(tiny_jobs)
+    assert "a_notebook_fidelity" not in tiny_jobs  # the fidelity study is off unless configured
 
 
 @pytest.mark.parametrize("name", sorted(set(CONFIG_MATRIX) - {"tiny"}))
@@ -126,9 +129,41 @@ def test_the_llm_probe_runs_on_a_tiny_language_model(tmp_path):
     assert jobs == {"a_llm_probe": 1, "a_llm_gather": 1}
 
 
+@pytest.mark.slow
+def test_the_fidelity_study_compares_the_recipes_claim_by_claim(tmp_path):
+    """Every recipe x choice of tests/configs/fidelity.yaml through the real DAG: its verdict grid names each
+    variant, the factor table each factor, and the best-on-validation variants read the checkpoint chosen."""
+    workdir = copy_repo(tmp_path / "repo")
+    snakemake(workdir, "results/a/notebooks/fidelity.ipynb", configfiles=CONFIG_MATRIX["fidelity"])
+    grid = pd.read_csv(workdir / "results/a/tables/fidelity_verdicts.csv")
+    variants = [c for c in grid.columns if c != "check"]
+    assert sorted(variants) == sorted(f"pdrop{p}-batch32, {c}" for p in ("0", "0.1") for c in ("last", "best validation"))
+    assert {check.split(" ")[0] for check in grid["check"]} == {"A-2", "A-3", "A-4", "A-5"}
+    assert grid[variants].map(lambda cell: cell.split(" ")[0] in {"pass", "fail", "not"}).all().all()
+    numbers = pd.read_csv(workdir / "results/a/tables/fidelity_measures.csv")
+    assert {"A-2: first step hop 1 ≥ 0.9", "A-3: pure symbolic heads", "A-4: ID* layer 0", "A-5: accuracy at +100"} <= set(numbers["measure"])
+    assert set(variants) <= set(numbers.columns) and numbers.loc[numbers["measure"] == "A-4: ID* layer 0", "paper"].notna().all()
+    effects = pd.read_csv(workdir / "results/a/tables/fidelity_effects.csv")
+    assert set(effects.columns) == {"check", "embd_pdrop", "batch_size", "final_checkpoint"}
+    assert effects["batch_size"].isna().all()  # one level: no effect to measure
+    run = workdir / "results/a/fidelity/pdrop0.1-batch32"
+    best = json.loads((run / "best_validation/number/seed0/checkpoints.json").read_text())["final"]
+    last = json.loads((run / "last/number/seed0/checkpoints.json").read_text())["final"]
+    assert last == {"step": 60, "choice": "last"} and best["step"] == max(best["validation"], key=lambda c: c["accuracy"])["step"]
+    scores = pd.read_csv(run / "best_validation/number/seed0/scores.csv")
+    assert set(scores.loc[scores["final"], "step"]) == {best["step"]}
+    assert not (run / "train/number/seed0/checkpoints.json").exists()  # one training, tables per choice only
+
+
+#: The jobs of one run (task x seed): the quick config's three seeds have three of each where the tiny one has one.
+PER_RUN_JOBS = ("split", "train_outputs", "evaluate_test", "a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_scores", "a_discrepancy", "a_geometry")
+
+
 @pytest.mark.parametrize("variants", [(), ("configs/quick.yaml",), ("configs/quick.yaml", "configs/bf16.yaml")], ids=lambda v: "+".join(v) or "config.yaml")
 def test_the_shipped_configs_plan_the_jobs_of_the_tiny_one(workdir, tiny_jobs, variants):
-    """Paper A's default and quick configurations build the same DAG as the tiny one (one job of each kind per
-    task x seed, every notebook, one report), only larger jobs."""
+    """Paper A's default configuration builds the same DAG as the tiny one (one job of each kind per task x seed,
+    every notebook, one report), only larger jobs; the quick one the same for three seeds, packed: one training
+    job per task."""
     jobs = planned_jobs(snakemake(workdir, "-n", configfiles=[workdir / "config.yaml", *(workdir / v for v in variants)]))
-    assert jobs == tiny_jobs
+    seeds = 3 if variants else 1
+    assert jobs == {rule: count * (seeds if rule in PER_RUN_JOBS else 1) for rule, count in tiny_jobs.items()}

@@ -115,9 +115,11 @@ def cmd_train_outputs(args) -> None:
     if args.seed not in members:
         raise SystemExit(f"posym train-outputs: seed {args.seed} is not in {args.record} (seeds {sorted(members)})")
     member = members[args.seed]
-    if Path(member["out"]).resolve() != args.out.resolve():
-        raise SystemExit(f"posym train-outputs: seed {args.seed} of {args.record} trained into {member['out']}, not {args.out}")
-    write_outputs(args.out, member, {"choice": args.final, "every": args.validation_every, "validation": args.validation_data})
+    run = args.run or args.out
+    if Path(member["out"]).resolve() != run.resolve():
+        raise SystemExit(f"posym train-outputs: seed {args.seed} of {args.record} trained into {member['out']}, not {run}")
+    final = {"choice": args.final, "every": args.validation_every, "validation": args.validation_data}
+    write_outputs(run, member, final, tables=args.out)
     log.info("seed %d of %s: tables written to %s", args.seed, record["pack"], args.out)
 
 
@@ -247,7 +249,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("train-outputs", help="one seed's tables (checkpoints.json, metrics.csv, train_log.csv) from a pack record")
     s.add_argument("--record", type=Path, required=True, help="the training job's pack record")
     s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--out", type=Path, required=True, help="the seed's folder (its checkpoints/ are there)")
+    s.add_argument("--out", type=Path, required=True, help="where the tables go (default: the seed's folder, --run)")
+    s.add_argument("--run", type=Path, help="the seed's folder, where its checkpoints/ are (default: --out)")
     s.add_argument("--final", default="last", help="the checkpoint the analyses read: last or best_validation")
     s.add_argument("--validation-every", type=int, help="best_validation: steps between compared checkpoints")
     s.add_argument("--validation-data", type=Path, help="best_validation: the stored validation split")

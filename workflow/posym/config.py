@@ -187,8 +187,9 @@ LATER_HOW_SETTINGS = {"train": {"pack_seeds": "auto", "deterministic": False}, "
 #: Shared keys added since, left out of the hash at their defaults for the same reason.
 LATER_SHARED_DEFAULTS = {"models": {}}
 #: Sections added to a study since, left out of the hash where they say to compute what was computed before them
-#: (final_checkpoint choice last: the analyses read each run's last checkpoint, as they all did then).
-LATER_SECTIONS = {"final_checkpoint": {"choice": "last"}}
+#: (final_checkpoint choice last: the analyses read each run's last checkpoint, as they all did then; no fidelity
+#: study).
+LATER_SECTIONS = {"final_checkpoint": lambda v: v.get("choice") == "last", "fidelity": lambda v: v is None}
 
 
 def canonical(config: dict) -> dict:
@@ -212,7 +213,7 @@ def _without_later_defaults(section: dict) -> dict:
     pruned = {
         k: v
         for k, v in section.items()
-        if not (k in LATER_SECTIONS and all(v.get(key) == value for key, value in LATER_SECTIONS[k].items()))
+        if not (k in LATER_SECTIONS and LATER_SECTIONS[k](v))
     }
     for name, defaults in LATER_HOW_SETTINGS.items():
         if isinstance(section.get(name), dict):

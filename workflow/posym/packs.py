@@ -7,6 +7,7 @@ Snakefile reads it on a login node too. A pack is named by its seeds (``seed0``,
 
 from __future__ import annotations
 
+import shlex
 from typing import Mapping, Sequence
 
 PACK_SEEDS = ("auto", True, False)
@@ -34,3 +35,11 @@ def pack_members(name: str) -> list[int]:
 def seed_pack(train: Mapping, seeds: Sequence[int], seed: int) -> str:
     """The name of the training job that trains ``seed``: all of ``seeds`` when they are packed, else its own."""
     return pack_name(seeds if packs_seeds(train) and seed in seeds else [seed])
+
+
+def train_outputs_options(choice: str, every: int | None = None, validation: str | None = None) -> str:
+    """The options of ``posym train-outputs`` (a member's tables, from its pack's checkpoints) for a final
+    checkpoint ``choice``: the last, or the best on the ``validation`` split compared every ``every`` steps."""
+    if choice != "best_validation":
+        return "--final last"
+    return shlex.join(["--final", choice, "--validation-every", str(every), "--validation-data", validation])

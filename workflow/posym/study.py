@@ -7,12 +7,14 @@ workflow generates the notebook rules and the ``snakemake --report`` entries, an
 checklist, its sections and its manifest (:func:`Study.plan`). The format is checked against
 ``workflow/schemas/study.schema.yaml`` when a study is loaded.
 
-Nothing here imports a study's code: the core reads the folder.
+The core reads the folder; it imports a study's package only for a notebook input that names one of the study's
+own run sets (``run_sets`` in the package: paper A's fidelity study), which only the study's code can list.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -259,10 +261,18 @@ class Study:
             return [{"task": t, "variant": v, "seed": s} for t in tasks for v in section["runs"].get(t, []) for s in seeds]
         return [{"task": t, "seed": s} for t, s in itertools.product(tasks, seeds)]
 
-    def expand(self, pattern: str, config: dict) -> list[str] | str:
-        """``results/<study>/<pattern>``: one path per run when it names {task} and {seed} (and {variant}), each
-        once, one per seed when it names {seed} only, else a single path."""
+    def run_set(self, name: str, config: dict) -> list[dict]:
+        """The runs of a named set of the study's own (its package's ``run_sets(section)``: paper A's fidelity
+        study), each a mapping of wildcard to value, in the order a notebook reads them."""
+        return importlib.import_module(f"posym.studies.{self.id}").run_sets(config[self.id])[name]
+
+    def expand(self, pattern: str, config: dict, runs: str | None = None) -> list[str] | str:
+        """``results/<study>/<pattern>``: one path per run of the run set ``runs`` (:meth:`run_set`) when one is
+        named; else one path per run when it names {task} and {seed} (and {variant}), each once, one per seed when
+        it names {seed} only, else a single path."""
         path = self.results(pattern)
+        if runs is not None:
+            return list(dict.fromkeys(path.format(**run) for run in self.run_set(runs, config)))
         if "{task}" in pattern:
             return list(dict.fromkeys(path.format(**run) for run in self.runs(config)))
         if "{seed}" in pattern:
@@ -277,7 +287,7 @@ class Study:
             if isinstance(spec, str):
                 inputs[name] = self.expand(spec, config)
             elif "path" in spec and condition_holds(spec.get("when", {}), config[self.id]):
-                inputs[name] = self.expand(spec["path"], config)
+                inputs[name] = self.expand(spec["path"], config, spec.get("runs"))
         return inputs
 
     def workflow_inputs(self, notebook: str, kind: str) -> list[str]:

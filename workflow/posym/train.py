@@ -454,16 +454,18 @@ def choose_final(
     return {"step": best["step"], "choice": choice, "validation_every": every, "validation": compared}
 
 
-def write_outputs(out: Path, record: Mapping, final: Mapping | None = None) -> None:
+def write_outputs(out: Path, record: Mapping, final: Mapping | None = None, tables: Path | None = None) -> None:
     """The tables of one run, from its checkpoints under ``out``: checkpoints.json (the index, with every
     checkpoint verified, and under ``final`` the checkpoint its analyses read: :func:`choose_final` with the
-    settings ``final`` gives, by default the last), metrics.csv and train_log.csv. ``record`` is
-    :meth:`Trainer.record` of the run.
+    settings ``final`` gives, by default the last), metrics.csv and train_log.csv, in ``tables`` (default ``out``;
+    the index names the checkpoints relative to it, so one training can have tables for several choices).
+    ``record`` is :meth:`Trainer.record` of the run.
 
     The newest checkpoint must be the run's last step and carry the record's fingerprint, so tables are never
     written from a half-trained run or from the checkpoints of other settings.
     """
     out = Path(out)
+    tables = Path(tables) if tables is not None else out
     found = ckpt.list_checkpoints(out / "checkpoints")
     steps = record["train"]["steps"]
     if not found or found[-1][0] != steps:
@@ -481,11 +483,11 @@ def write_outputs(out: Path, record: Mapping, final: Mapping | None = None) -> N
         log_rows += progress["log"]
         wall += progress["wall_seconds"]
         checksums = ckpt.verify(directory)
-        index.append({"step": step, "path": str(directory.relative_to(out)), "sha256": checksums["model.safetensors"]})
-    write_csv(out / "metrics.csv", pd.DataFrame(metrics))
-    write_csv(out / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
+        index.append({"step": step, "path": os.path.relpath(directory, tables), "sha256": checksums["model.safetensors"]})
+    write_csv(tables / "metrics.csv", pd.DataFrame(metrics))
+    write_csv(tables / "train_log.csv", pd.DataFrame(log_rows, columns=["step", "loss", "lr"]))
     write_json(
-        out / "checkpoints.json",
+        tables / "checkpoints.json",
         {
             "seed": record["seed"],
             "fingerprint": record["fingerprint"],

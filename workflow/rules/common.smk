@@ -6,7 +6,7 @@ import shlex
 
 from posym import config as posym_config
 from posym import study as posym_study
-from posym.packs import pack_members, seed_pack
+from posym.packs import pack_members, seed_pack, train_outputs_options
 from posym.provenance import report_version
 
 try:
@@ -141,15 +141,9 @@ def final_checkpoint_options(wildcards):
     """``posym train-outputs`` options of the study's final_checkpoint choice (a function of the wildcards only,
     so that Snakemake compares it between runs)."""
     final = final_checkpoint(wildcards)
-    if final["choice"] != "best_validation":
-        return "--final last"
-    options = [
-        "--final",
-        final["choice"],
-        "--validation-every",
-        str(final["validation_every"]),
-    ]
-    return shlex.join([*options, "--validation-data", validation_split(wildcards)])
+    return train_outputs_options(
+        final["choice"], final.get("validation_every"), validation_split(wildcards)
+    )
 
 
 def split_size(wildcards):

@@ -52,8 +52,9 @@ rule train_outputs:
         **job_resources(mem_mb=1000, minutes=30),
     params:
         pack_log=lambda wildcards, input: pack_log(input.record),
+        run=output_dir,
         out=output_dir,
         final=final_checkpoint_options,
     shell:
         "(cat {params.pack_log:q}; posym train-outputs --record {input.record} --seed {wildcards.seed}"
-        " --out {params.out} {params.final}) > {log} 2>&1"
+        " --run {params.run} --out {params.out} {params.final}) > {log} 2>&1"

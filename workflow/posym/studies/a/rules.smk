@@ -199,3 +199,6 @@ rule a_llm_gather:
         **posym("a llm-gather"),
     shell:
         JOB
+
+
+include: "fidelity.smk"
