@@ -87,14 +87,17 @@ def test_a_model_without_rope_runs_and_its_report_says_why_items_are_missing(tmp
     paper_a = study.load("a")
     rope_only = {row.id for row in [*paper_a.items, *paper_a.claims] if row.notebook in ("frequency", "geometry")}
     assert rope_only == {"Fig 4B", "Fig 4C", "Fig 8", "Table 1", "A-4"}
+    off = {row.id for row in paper_a.items if row.notebook == "fidelity"}  # the fidelity study is not configured
     for item_id, entry in manifest.items():
-        if item_id in rope_only:
+        if item_id in off:
+            assert not entry["applicable"] and "a.fidelity" in entry["reason"]
+        elif item_id in rope_only:
             assert not entry["applicable"] and entry["files"] == []
             assert entry["reason"].startswith(f"not applicable to this model: a.model.position is '{name}'")
         else:
             assert entry["applicable"] and entry["files"], item_id
     assert html.count(f"not applicable to this model: a.model.position is &#x27;{name}&#x27;") == len(rope_only)
-    assert html.count(">rendered</a>") == len(paper_a.items) - (len(rope_only) - 1)  # A-4 is a claim, not an item
+    assert html.count(">rendered</a>") == len(paper_a.items) - len(off) - (len(rope_only) - 1)  # A-4 is a claim
     assert not (report / "a" / "figures" / "fig8_frequency.png").exists()
     # The other analyses ran on the model as it is: scores, flow, discrepancy, length.
     scores = pd.read_csv(report / "a" / "tables" / "fig6_scores_initial_final.csv")

@@ -31,9 +31,12 @@ def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
     assert 'src="a/figures/fig2a_accuracy.png"' in html and 'src="a/figures/fig5b_length.png"' in html
     for item in PAPER_A.items:
         assert f"<td>{item.id}</td>" in html
-    # every table and figure of the study's table, every output file of it and every claim's verdicts
-    assert html.count(">rendered</a>") == len(PAPER_A.items)
+    # every table and figure of the study's table, every output file of it and every claim's verdicts; all but
+    # the fidelity study's, which the tiny config does not run
+    assert html.count(">rendered</a>") == len([i for i in PAPER_A.items if i.notebook != "fidelity"])
     for output in PAPER_A.outputs():
+        if output.name.startswith("fidelity_"):
+            continue
         for path in output.files().values():
             assert (report / f"{output.kind}s" / path.split("/")[-1]).is_file(), path
     assert html.count('<td class="verdict-') == len(PAPER_A.claims)

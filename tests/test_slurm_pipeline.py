@@ -32,7 +32,7 @@ from conftest import (
 
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 CLUSTER_PROFILE = REPO / "profiles" / "slurm"
-TARGET = "results/a/eval/number/seed0/test.csv"  # split x2 -> train -> evaluate_test, about 1 min on SLURM
+TARGET = "results/a/eval/number/seed0/test.csv"  # split x3 -> train -> evaluate_test, about 1 min on SLURM
 SLURM_TIMEOUT_S = 600
 SITE_SETTINGS = ("slurm_partition", "gpu_model", "slurm_account", "constraint", "slurm_extra", "qos")
 
@@ -145,8 +145,9 @@ def test_tiny_pipeline_through_slurm_matches_a_local_run(slurm_cluster, tmp_path
 
     # Every job was a SLURM job of its own, and SLURM remembers it (MinJobAge=300 s).
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/", output)
-    assert Counter(rule for _, rule in submitted) == {"split": 2, "train": 1, "evaluate_test": 1}, output[-3000:]
-    assert len({job_id for job_id, _ in submitted}) == 4
+    # splits: train, test, and val (the best checkpoint on validation is chosen in the local train_outputs job)
+    assert Counter(rule for _, rule in submitted) == {"split": 3, "train": 1, "evaluate_test": 1}, output[-3000:]
+    assert len({job_id for job_id, _ in submitted}) == 5
     jobs = {job_id: (rule, scontrol_show_job(job_id)) for job_id, rule in submitted}
     for job_id, (rule, job) in jobs.items():
         assert job["JobState"] == "COMPLETED", job

@@ -3,8 +3,6 @@
 # claims A-2 to A-5 read. Paper A's data and length sets are reused; the rules are the core's and paper A's with
 # a recipe (and choice) level in their paths. The notebook comes from study.yaml.
 
-from posym.studies.a import fidelity
-
 F = f"{A}/fidelity"
 F_TRAINED = f"{F}/{{recipe}}/train/{{task}}/seed{{seed}}"
 F_PACK = f"{F}/{{recipe}}/train/{{task}}/packs/{{pack}}.json"
@@ -16,6 +14,9 @@ F_VALIDATION = f"{A}/data/{{task}}/seed{{seed}}/val.safetensors"
 
 
 if config["a"]["fidelity"]:
+    from posym.studies.a import (
+        fidelity,
+    )  # imports torch: only when the study is configured
 
     wildcard_constraints:
         recipe="|".join(map(re.escape, fidelity.recipes(config["a"]))),
