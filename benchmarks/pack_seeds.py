@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark_report import write_report
 from posym.wall_times import cpu_name
 
 HERE = Path(__file__).resolve().parent
@@ -212,11 +213,7 @@ def main() -> None:
         f"1 seed, one job ({args.cores} threads; a pack of one seed is this job)": f"{median['one_seed']:.1f} s",
         "packed per seed / one seed": f"{report['ratios']['packed per seed / one seed']:.2f}",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    for key, value in report["summary"].items():
-        print(f"{key}: {value}")
-    print(f"written {args.out}")
+    write_report(report, args.out)
 
 
 def _torch_version() -> str:

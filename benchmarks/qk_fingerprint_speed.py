@@ -14,7 +14,6 @@ same run:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark_report import write_report
 from posym import qk_fingerprint as qk
 from posym.wall_times import cpu_name
 
@@ -105,11 +105,7 @@ def main() -> None:
         f"D_head {ours['D_head'].mean():.3f} / {reference['D_head'].mean():.3f} (paper: 0.707, 0.608)",
         f"fingerprint of {args.checkpoints} checkpoints x {layers} heads of 128": f"{median(model['posym']):.1f} s (through the rank-k core: {median(model['rank-k core']):.1f} s)",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    for key, value in report["summary"].items():
-        print(f"{key}: {value}")
-    print(f"written {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

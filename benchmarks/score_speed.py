@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from benchmark_report import write_report
 from posym import checkpoints, config, datasets
 from posym.checkpoints import load_index
 from posym.files import write_json
@@ -171,8 +172,7 @@ def main() -> None:
             "torch": torch.__version__,
         },
     }
-    write_json(args.out, result)
-    print(result)
+    write_report(result, args.out)
 
 
 if __name__ == "__main__":

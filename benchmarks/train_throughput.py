@@ -20,7 +20,6 @@ milliseconds: give more of them per block (``benchmarks/gpu_check.sh`` passes ``
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from benchmark_report import write_report
 from posym import config
 from posym.model import ModelConfig, autocast
 from posym.studies.a.tasks import get
@@ -250,13 +250,7 @@ def main() -> None:
         | {name: f"{ratio:.2f}" for name, ratio in ratios.items()}
         | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    for name, r in results.items():
-        print(f"{name:>22}: {r['samples_per_second']:7.1f} samples/s  {100 * r['share_of_peak']:5.1f} % of the {r['precision']} peak")
-    for name, ratio in ratios.items():
-        print(f"{name}: {ratio:.2f}")
-    print(f"written {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

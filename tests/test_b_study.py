@@ -15,7 +15,7 @@ from conftest import REPO
 from posym import config, study
 from posym.studies.b import deposit, probe, results, toeplitz
 from posym.studies.b.architecture import model_config
-from posym.studies.b.config_checks import variant_settings
+from posym.studies.b.variants import variant_settings
 from posym.studies.b.tasks import get
 
 torch.set_num_threads(1)

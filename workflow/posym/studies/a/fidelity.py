@@ -119,7 +119,7 @@ def verdict_grid(table: pd.DataFrame) -> pd.DataFrame:
     if summary.empty:
         summary = table
     summary = summary.assign(
-        variant=[variant_label(*levels) for levels in summary[list(FACTORS)].itertuples(index=False)],
+        variant=[variant_label(recipe_name(p, b), c) for p, b, c in summary[list(FACTORS)].itertuples(index=False)],
         cell=[_cell(m, v) for m, v in zip(summary["measured"], summary["verdict"])],
         check=summary["claim"] + " " + summary["task"].where(summary["task"] != "", "both") + ": " + summary["check"],
     )
@@ -127,9 +127,9 @@ def verdict_grid(table: pd.DataFrame) -> pd.DataFrame:
     return grid.reset_index()
 
 
-def variant_label(embd_pdrop, batch_size, final_checkpoint) -> str:
-    """A variant's column name: its recipe and its choice ("pdrop0.1-batch192, best validation")."""
-    return f"{recipe_name(embd_pdrop, batch_size)}, {final_checkpoint.replace('_', ' ')}"
+def variant_label(recipe: str, choice: str) -> str:
+    """A variant's name in tables and legends: its recipe and its choice ("pdrop0.1-batch192, best validation")."""
+    return f"{recipe}, {choice.replace('_', ' ')}"
 
 
 def _cell(measured: str, verdict: str) -> str:
@@ -211,7 +211,7 @@ def _only(values: pd.Series) -> float:
 def measure_grid(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`measures` with one column per variant ("mean ± sd") and the paper's value."""
     table = table.assign(
-        variant=[f"{r}, {c.replace('_', ' ')}" for r, c in zip(table["recipe"], table["choice"])],  # as variant_label
+        variant=[variant_label(r, c) for r, c in zip(table["recipe"], table["choice"])],
         cell=[f"{m:.3g}" + ("" if np.isnan(s) else f" ± {s:.2g}") for m, s in zip(table["mean"], table["sd"])],
     )
     grid = table.pivot_table(index=["measure", "task"], columns="variant", values="cell", aggfunc="first", sort=False)
@@ -241,7 +241,7 @@ def plot_length(length: pd.DataFrame):
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 3.8), squeeze=False, sharey=True)
     for ax, task in zip(axes[0], tasks):
         for (recipe, choice), curve in curves[curves["task"] == task].groupby(["recipe", "choice"], sort=False):
-            ax.plot(curve["extra_tokens"], curve["mean"], ls=styles.get(choice, "-"), c=colours[recipe], marker="o", ms=3, label=f"{recipe}, {choice.replace('_', ' ')}")
+            ax.plot(curve["extra_tokens"], curve["mean"], ls=styles.get(choice, "-"), c=colours[recipe], marker="o", ms=3, label=variant_label(recipe, choice))
             ax.fill_between(curve["extra_tokens"], curve["mean"] - curve["std"].fillna(0), curve["mean"] + curve["std"].fillna(0), color=colours[recipe], alpha=0.1)
         reach = curves["extra_tokens"].max()
         reference = paper.LENGTH_CURVE[(paper.LENGTH_CURVE["task"] == task) & (paper.LENGTH_CURVE["extra_tokens"] <= max(reach, 1))]

@@ -8,12 +8,7 @@ from jsonschema import Draft7Validator
 from ... import study as studies
 from . import architecture
 from .tasks.words import VOCAB_SIZE
-
-
-def variant_settings(section: dict, variant: str) -> dict:
-    """The model and train settings of ``variant``: its overrides over the section's ``model`` and ``train``."""
-    overrides = section["variants"][variant]
-    return {part: {**section[part], **overrides.get(part, {})} for part in ("model", "train")}
+from .variants import variant_settings
 
 
 def problems(section: dict, prefix: str) -> list[str]:

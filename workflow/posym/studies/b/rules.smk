@@ -4,6 +4,8 @@
 # {variant} level in their paths and the variant's settings (b.model / b.train under its overrides) as params,
 # so editing a variant reruns only its jobs. The notebooks come from study.yaml.
 
+from posym.studies.b.variants import variant_gpus, variant_json, variant_settings
+
 B = "results/b"
 B_RUN = "{variant}/{task}/seed{seed}"
 B_DATA = f"{B}/data/{{task}}/seed{{seed}}"
@@ -13,28 +15,6 @@ B_PACK = f"{B}/train/{{variant}}/{{task}}/packs/{{pack}}.json"
 
 wildcard_constraints:
     variant="|".join(config["b"]["variants"]),
-
-
-def b_variant(wildcards, *parts):
-    """The variant's settings of ``parts`` (model, train) over the section's, as JSON. Training reads its data
-    from the split files, so no data setting is among them: editing one task's data reruns only that task.
-    """
-    from posym.studies.b.config_checks import variant_settings
-
-    merged = variant_settings(config["b"], wildcards.variant)
-    return json.dumps({part: merged[part] for part in parts}, sort_keys=True)
-
-
-def b_train_settings(wildcards):
-    """The train settings of the job's variant (b.train under the variant's)."""
-    from posym.studies.b.config_checks import variant_settings
-
-    return variant_settings(config["b"], wildcards.variant)["train"]
-
-
-def b_gpus(wildcards):
-    """A training job asks for one GPU unless its variant trains on the CPU."""
-    return 0 if b_train_settings(wildcards)["device"] == "cpu" else 1
 
 
 use rule train as b_train with:
@@ -49,10 +29,10 @@ use rule train as b_train with:
         f"{B}/benchmarks/train/{{variant}}-{{task}}-{{pack}}.tsv"
     resources:
         **job_resources(mem_mb=8000, minutes=720),
-        gpu=b_gpus,
+        gpu=lambda wildcards: variant_gpus(config["b"], wildcards.variant),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        settings=lambda wildcards: b_variant(wildcards, "model", "train"),
+        settings=lambda wildcards: variant_json(config["b"], wildcards.variant),
         seeds=pack_seed_words,
         out=pack_files(f"{B}/train/{B_RUN}"),
 
@@ -60,7 +40,11 @@ use rule train as b_train with:
 use rule train_outputs as b_train_outputs with:
     input:
         record=trained_in(
-            B_PACK, train=b_train_settings, seeds=lambda _: config["b"]["seeds"]
+            B_PACK,
+            train=lambda wildcards: variant_settings(config["b"], wildcards.variant)[
+                "train"
+            ],
+            seeds=lambda _: config["b"]["seeds"],
         ),
     output:
         index=B_INDEX,
