@@ -1,0 +1,79 @@
+"""Paper C's published numbers (spec §C6), as printed: what the study's tables set beside ours ("paper" columns).
+
+Values are the paper's own rounding; ``None`` where it prints a symbol rather than a number (Table 1's "ns").
+"""
+
+from __future__ import annotations
+
+#: The seven models of Table 2, in the paper's order: name in the authors' cache -> (label, d_k, positions, norm).
+MODELS = {
+    "gpt2": ("GPT-2", 64, "abs", "LN"),
+    "opt-1.3b": ("OPT-1.3B", 64, "abs", "LN"),
+    "gpt-neo-1.3b": ("GPT-Neo-1.3B", 128, "abs", "LN"),
+    "bloom-1b1": ("BLOOM-1b1", 96, "ALiBi", "LN"),
+    "pythia-410m": ("Pythia-410m", 64, "RoPE 25 %", "LN"),
+    "pythia-1.4b": ("Pythia-1.4B", 128, "RoPE 25 %", "LN"),
+    "llama-3-8b": ("Llama-3-8B", 128, "RoPE 100 %", "RMS"),
+}
+#: The models with rotary dims (the rest use absolute positions or ALiBi), and their rotary share.
+ROPE_MODELS = ("pythia-410m", "pythia-1.4b", "llama-3-8b")
+
+#: Table 1 (GPT-2): Spearman ρ of each metric with each head score; None = printed "ns" (not FDR-significant).
+TABLE1 = {
+    ("dir_frac", "prev"): 0.47,
+    ("dir_frac", "dup"): -0.59,
+    ("dir_frac", "ind"): -0.50,
+    ("dir_frac", "copying"): 0.06,  # printed "0.06 (ns)"
+    ("content_pos_frac", "prev"): -0.63,
+    ("content_pos_frac", "dup"): 0.59,
+    ("content_pos_frac", "ind"): 0.57,
+    ("content_pos_frac", "copying"): None,
+    ("imag_mass", "prev"): 0.56,
+    ("imag_mass", "dup"): -0.65,
+    ("imag_mass", "ind"): -0.61,
+    ("imag_mass", "copying"): None,
+}
+#: Table 1's cells printed "ns" (every other cell is FDR-significant).
+TABLE1_NS = {("dir_frac", "copying"), ("content_pos_frac", "copying"), ("imag_mass", "copying")}
+
+#: Table 2 by model: ρ_dir, ρ_D, partial ρ(D_head, prev | dir_frac), its 95 % CI, the top-5 percentile.
+TABLE2 = {
+    "gpt2": (0.47, 0.29, -0.21, (-0.51, 0.08), 0.21),
+    "opt-1.3b": (0.08, 0.28, 0.35, (0.19, 0.48), 0.23),
+    "gpt-neo-1.3b": (0.35, 0.41, 0.20, (0.07, 0.33), 0.14),
+    "bloom-1b1": (0.13, 0.25, 0.34, (0.22, 0.47), 0.26),
+    "pythia-410m": (0.57, 0.62, 0.35, (0.21, 0.47), 0.89),
+    "pythia-1.4b": (0.31, 0.60, 0.50, (0.38, 0.59), 0.85),
+    "llama-3-8b": (0.32, 0.38, 0.33, (0.21, 0.45), 0.79),
+}
+#: The top-5 prev heads (layer.head) the spec lists (§C6).
+TOP5_HEADS = {
+    "gpt2": ["4.11", "6.8", "3.7", "2.2", "5.6"],
+    "pythia-410m": ["5.2", "9.5", "3.1", "4.9", "5.9"],
+    "llama-3-8b": ["0.2", "14.26", "14.8", "9.11", "21.7"],
+}
+#: The model-level exact permutation p (RoPE vs the rest on the top-5 percentile): 1/C(7,3), printed 0.029.
+PERMUTATION_P = 0.029
+#: The head-level Mann-Whitney p (descriptive only; the pooled heads are not named in the spec).
+HEAD_LEVEL_P = 2.5e-5
+
+#: Table 3 by RoPE model: partial, partial with phase controls, attenuation (hybrid, %), attenuation (rank, %).
+TABLE3 = {
+    "pythia-410m": (0.35, 0.14, 61, 47),
+    "pythia-1.4b": (0.50, 0.31, 38, 10),
+    "llama-3-8b": (0.33, 0.006, 98, 70),  # printed "~98 %"
+}
+#: Table 3's printed p of Llama's controlled partial (hybrid, .84) and its rank residual (+0.075, p = .016).
+TABLE3_LLAMA = {"hybrid_p": 0.84, "rank_residual": 0.075, "rank_p": 0.016}
+#: rope_imag_frac vs prev (Spearman), and Llama's high-frequency concentration (hi_freq_dir vs prev).
+ROPE_IMAG_PREV = {"pythia-410m": 0.53, "pythia-1.4b": 0.42, "llama-3-8b": 0.50}
+HI_FREQ_LLAMA = 0.68
+
+#: The Im(M_t) ablation: the head with the largest induction effect, its prev rank, CE before -> after.
+ABLATION = {
+    "pythia-410m": ("5.2", 1, 0.52, 2.24),
+    "pythia-1.4b": ("1.11", 1, 0.56, 1.11),
+    "llama-3-8b": ("14.26", 2, 0.30, 0.91),
+}
+#: "For 92-99 % of heads, |ΔInd| < 0.01."
+SMALL_EFFECT_SHARE = (0.92, 0.99)
