@@ -225,6 +225,25 @@ def pair_operators(W_Q: np.ndarray, W_K: np.ndarray, rotary_dim: int, pairing: s
     return np.einsum("it,jt->tij", w_q, np.conj(w_k))
 
 
+def relative_kernel(
+    n: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, deltas: np.ndarray, rotary_dim: int, pairing: str, base: float = 10000.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The score of residual n against itself at each relative offset Δ (key − query) as its even and odd parts,
+    score(Δ) = even(Δ) + odd(Δ) (float64, from the weights' own precision):
+
+    even(Δ) = nᵀ M_rest n + Σ_t cos(Δθ_t) nᵀ Re(M_t) n  (M_rest: the dims past ``rotary_dim``, which do not rotate),
+    odd(Δ)  = Σ_t sin(Δθ_t) nᵀ Im(M_t) n,
+
+    so score(Δ) − score(−Δ) = 2·odd(Δ), and the Im(M_t) ablation, which subtracts odd, leaves the even kernel."""
+    n, W_Q, W_K = (np.asarray(a, np.float64) for a in (n, W_Q, W_K))
+    angles = np.asarray(deltas, np.float64)[:, None] * frequencies(rotary_dim, base)[None]
+    operators = pair_operators(W_Q, W_K, rotary_dim, pairing)
+    real, imaginary = (np.einsum("i,tij,j->t", n, part, n) for part in (operators.real, operators.imag))
+    rest = np.arange(rotary_dim, W_Q.shape[1])
+    static = float((n @ W_Q[:, rest]) @ (n @ W_K[:, rest]))
+    return static + np.cos(angles) @ real, np.sin(angles) @ imaginary
+
+
 def pair_norms(W_Q: np.ndarray, W_K: np.ndarray, rotary_dim: int, pairing: str) -> tuple[np.ndarray, np.ndarray]:
     """‖Re M_t‖_F and ‖Im M_t‖_F of every pair, in closed form from the pair's four columns: with w_q = a + ic and
     w_k = b + id, Re M_t = abᵀ + cdᵀ and Im M_t = cbᵀ − adᵀ, so ‖Re‖² = |a|²|b|² + |c|²|d|² + 2(a·c)(b·d) and

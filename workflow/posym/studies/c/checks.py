@@ -88,7 +88,6 @@ def measure_rope(section: Mapping, seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
     delta = np.arange(1, offsets + 1)
     query = offsets + 1  # every key position, query ± Δ, stays non-negative
-    theta = qk.frequencies(rotary_dim, base)
     rows = []
     for pairing in qk.PAIRINGS:
         W_Q, W_K = rng.standard_normal((d, d_k)) / np.sqrt(d), rng.standard_normal((d, d_k)) / np.sqrt(d)
@@ -96,17 +95,10 @@ def measure_rope(section: Mapping, seed: int) -> list[dict]:
         n = rng.standard_normal(d).astype(np.float32)
         forward = _scores32(n, W_Q32, W_K32, query, query + delta, rotary_dim, pairing, base)
         backward = _scores32(n, W_Q32, W_K32, query, query - delta, rotary_dim, pairing, base)
-        operators = qk.pair_operators(W_Q32.astype(np.float64), W_K32.astype(np.float64), rotary_dim, pairing)
-        imag = np.einsum("i,tij,j->t", n.astype(np.float64), operators.imag, n.astype(np.float64))  # nᵀ Im(M_t) n
-        odd = np.sin(delta[:, None] * theta[None]) @ imag  # Σ_t sin(Δθ_t) nᵀ Im(M_t) n
+        even, odd = qk.relative_kernel(n, W_Q32, W_K32, delta, rotary_dim, pairing, base)
         scale = max(np.abs(forward).max(), np.abs(backward).max())
         identity = np.abs((forward.astype(np.float64) - backward) - 2 * odd).max() / scale
         ablated_forward, ablated_backward = forward - odd, backward + odd  # subtract Σ_t nᵀIm(M_t)n sin((j − i)θ_t)
-        # the cos-only kernel, even by construction: Σ_t nᵀRe(M_t)n cos(Δθ_t) + nᵀ M_rest n (the unrotated dims)
-        n64, rest = n.astype(np.float64), np.arange(rotary_dim, d_k)
-        real = np.einsum("i,tij,j->t", n64, operators.real, n64)
-        static = float((n64 @ W_Q32[:, rest].astype(np.float64)) @ (n64 @ W_K32[:, rest].astype(np.float64)))
-        even = static + np.cos(delta[:, None] * theta[None]) @ real
         evenness = max(np.abs(ablated_forward - even).max(), np.abs(ablated_backward - even).max()) / scale
         real, imaginary = qk.pair_norms(W_Q, W_K, rotary_dim, pairing)
         brute = qk.pair_operators(W_Q, W_K, rotary_dim, pairing)
