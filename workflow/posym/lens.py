@@ -164,3 +164,59 @@ def _posym_tokenizer(vocab: list[str]):
     settings = {key: value for key, value in files["tokenizer_config.json"].items() if key != "tokenizer_class"}
     tokenizer = Tokenizer.from_str(json.dumps(files["tokenizer.json"]))
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **settings)
+
+
+# ---------------------------------------------------------------------------------- pretrained language models
+
+#: The TransformerLens architecture each converted model's ``config.json`` architecture loads as: a Llama's
+#: config TransformerLens builds from the directory itself (``convert_hf_model_config`` reads a local config); a
+#: Gemma-3 it knows only by name, so its hard-coded config of that name is used after checking the directory's
+#: config matches it (:data:`GEMMA3_CHECKED`).
+PRETRAINED_NAMES = {"LlamaForCausalLM": None, "Gemma3ForCausalLM": "google/gemma-3-270m"}
+GEMMA3_CHECKED = {"hidden_size": "d_model", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
+                  "num_key_value_heads": "n_key_value_heads", "head_dim": "d_head", "intermediate_size": "d_mlp",
+                  "vocab_size": "d_vocab"}  # fmt: skip
+
+
+def pretrained_lens_model(model_dir: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
+    """(HookedTransformer in eval mode, tokenizer) of a model directory made by :func:`posym.pretrained.convert`,
+    with nothing downloaded: the directory is verified against its checksums, the weights and tokenizer are read
+    from it (``local_files_only``), and the TransformerLens config is built from its ``config.json`` (Llama) or
+    TransformerLens's own config for the architecture (Gemma-3 270M, checked against ``config.json``).
+
+    Weight processing as paper C loads its models (spec §C1): ``fold_ln=True`` (ln1's gain folds into W_Q / W_K,
+    so ``blocks.l.ln1.hook_normalized`` is what they read), and for LayerNorm models ``center_writing_weights``
+    and ``center_unembed``; RMSNorm models (both here) are not centred. Raises ValueError for an architecture
+    without a TransformerLens counterpart here."""
+    from . import pretrained
+
+    directory = Path(model_dir)
+    manifest = pretrained.verify(directory)
+    hooked_transformer, _, _ = _import_transformer_lens()
+    import transformers
+    from transformer_lens import loading_from_pretrained as loading
+
+    saved = read_json(directory / "config.json")
+    architecture = (saved.get("architectures") or [manifest.get("architecture")])[0]
+    if architecture not in PRETRAINED_NAMES:
+        raise ValueError(f"{directory}: architecture {architecture!r} has no TransformerLens loader here ({sorted(PRETRAINED_NAMES)})")
+    name = PRETRAINED_NAMES[architecture] or str(directory)
+    cfg = loading.get_pretrained_model_config(name, fold_ln=True, device=str(device), dtype=dtype)
+    if architecture == "Gemma3ForCausalLM":
+        text = saved.get("text_config", saved)
+        mismatched = {k: (text.get(k), getattr(cfg, v)) for k, v in GEMMA3_CHECKED.items() if text.get(k) != getattr(cfg, v)}
+        if mismatched:
+            raise ValueError(f"{directory}: not Gemma-3 270M, whose config TransformerLens has: {mismatched}")
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype=dtype).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    state = loading.get_pretrained_state_dict(name, cfg, hf_model, dtype=dtype)
+    layer_norm = cfg.normalization_type in ("LN", "LNPre")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="HookedTransformer is deprecated", category=DeprecationWarning)
+        model = hooked_transformer(cfg, tokenizer, move_to_device=False)
+    model.load_and_process_state_dict(
+        state, fold_ln=True, center_writing_weights=layer_norm, center_unembed=layer_norm,
+        fold_value_biases=True, refactor_factored_attn_matrices=False,
+    )  # fmt: skip
+    del hf_model, state
+    return model.to(device).eval(), tokenizer
