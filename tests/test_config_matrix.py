@@ -28,6 +28,9 @@ EXPECTED = {
     "llm": {"convert_model": 1, "a_llm_probe": 2, "a_llm_gather": 1},  # two models, one of them a GGUF
     # two recipes x two tasks trained, each analysed with two final-checkpoint choices
     "fidelity": {"a_fidelity_train": 4, **dict.fromkeys(["a_fidelity_train_outputs", "a_fidelity_scores", "a_fidelity_frequency", "a_fidelity_length"], 8), "a_notebook_fidelity": 1},
+    # papers A and C: paper C's jobs, and the fingerprint of paper A's heads (one job per run, its gather, its notebook)
+    "ac": {**dict.fromkeys(["c_published", "c_checks", "c_notebook_published", "c_notebook_checks"], 1), "c_our_heads": 2, "c_our_heads_gather": 1, "c_notebook_our_heads": 1,
+           "c_train": 5, "c_formation": 1, "c_notebook_training": 1},  # fmt: skip
 }
 #: tests/configs/b.yaml runs paper B alone: 5 variants on Task 1 and 3 on Task 2, one seed, two tasks' data.
 B_JOBS = {
@@ -37,8 +40,10 @@ B_JOBS = {
     "report": 1,
     "all": 1,
 }
-#: tests/configs/c.yaml runs paper C alone: nothing to train, two analyses from the vendored cache and random heads.
-C_JOBS = {"c_published": 1, "c_checks": 1, "c_notebook_published": 1, "c_notebook_checks": 1, "report": 1, "all": 1}
+#: tests/configs/c.yaml runs paper C alone: two analyses from the vendored cache and random heads, and the constrained
+#: toy training (claim C-4): one job per arm of config.yaml's c.training.run, and their gathering.
+C_JOBS = {"c_published": 1, "c_checks": 1, "c_notebook_published": 1, "c_notebook_checks": 1, "report": 1, "all": 1,
+          "c_train": 5, "c_formation": 1, "c_notebook_training": 1}  # fmt: skip
 #: The configs that run one study alone, by the jobs they plan (not a variant of the tiny config's DAG).
 ALONE = {"b": B_JOBS, "c": C_JOBS}
 

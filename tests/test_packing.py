@@ -15,7 +15,7 @@ from posym.files import read_json, sha256_file, write_json
 from posym.model import PosymModel
 from posym.packs import pack_members, pack_name, packs_seeds, seed_pack
 from posym.studies.a.tasks import get
-from posym.train import Run, Trainer, _clip_per_member, write_outputs
+from posym.train import Run, Trainer, clip_per_member, write_outputs
 
 VOCAB = get("number").vocabulary
 MODEL = model_config(len(VOCAB), n_layer=2, d_model=32)  # the paper's dropout 0.1: each member draws its own masks
@@ -75,7 +75,7 @@ def test_clipping_is_torchs_clip_grad_norm_per_member():
     ids = torch.randint(0, len(VOCAB), (2, 8, 17))
     packed = PosymModel(MODEL, members=2).initialise([0, 1])
     packed(ids).pow(2).mul(50).sum().backward()
-    norms = _clip_per_member(packed, 1.0)
+    norms = clip_per_member(packed, 1.0)
     for m in range(2):
         single = PosymModel(MODEL).initialise([m])
         single(ids[m]).pow(2).mul(50).sum().backward()

@@ -143,6 +143,23 @@ class Rope(PositionScheme):
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 
 
+@register("rope_rotate_half")
+class RopeRotateHalf(Rope):
+    """RoPE with TransformerLens's (and Llama's, Pythia's) *rotate-half* pairing: plane t = dims (t, t + r/2) of
+    the first r = ``rotary_dim``, turned by θ_t p with θ_t = base^(−2t/r) — TransformerLens's
+    ``x * cos + rotate_every_two(x) * sin`` with ``rotary_adjacent_pairs`` false (paper C, spec §C4, §X)."""
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        phases = self.phases(positions)
+        half = self.rotary_dim // 2
+        rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
+        first, second = wide[..., :half], wide[..., half:]
+        cos, sin = phases.real, phases.imag
+        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1).to(x.dtype)
+        return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
+
+
 def _rotary_dim(config) -> int:
     rotary = getattr(config, "rotary_dim", None)
     return rotary if rotary is not None else config.head_dim

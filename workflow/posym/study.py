@@ -133,6 +133,7 @@ class Notebook:
     config: tuple[str, ...] = ()
     requires: dict = field(default_factory=dict)
     because: str = ""
+    studies: tuple[str, ...] = ()  # other studies whose results it reads: it applies only when they run too
 
 
 class Study:
@@ -160,6 +161,7 @@ class Study:
                 tuple(spec.get("config", ())),
                 spec.get("requires", {}),
                 spec.get("because", ""),
+                tuple(spec.get("studies", ())),
             )
             for name, spec in table["notebooks"].items()
         }
@@ -239,6 +241,10 @@ class Study:
         """Why a notebook (and every item it renders) does not apply to ``config``; None when it does."""
         spec = self.notebooks[notebook]
         section = config[self.id]
+        missing = [other for other in spec.studies if other not in config.get("studies", ())]
+        if missing:
+            reason = f"it reads study {', '.join(missing)}'s results and studies is {config.get('studies')!r}"
+            return f"not applicable to this configuration: {reason}" + (f" ({spec.because})" if spec.because else "")
         for key, allowed in spec.requires.items():
             if not _holds(_lookup(section, key), allowed):
                 scope = "model" if key.startswith("model.") else "configuration"

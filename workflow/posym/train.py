@@ -195,7 +195,7 @@ def fingerprint(run: Run, model_config, config: TrainConfig) -> str:
     return digest.hexdigest()
 
 
-def _clip_per_member(model, max_norm: float) -> torch.Tensor:
+def clip_per_member(model, max_norm: float) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_`` (HF Trainer's clipping) applied to each member separately; returns the
     members' norms. Each member's norm is reduced over its own slices, as for a model of one member, so packing
     leaves the arithmetic of a member unchanged."""
@@ -346,7 +346,7 @@ class Trainer:
             losses = self.losses(logits, labels)
         losses.sum().backward()
         if self.config.max_grad_norm is not None:
-            _clip_per_member(self.model, self.config.max_grad_norm)
+            clip_per_member(self.model, self.config.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return losses.detach()

@@ -77,3 +77,24 @@ ABLATION = {
 }
 #: "For 92-99 % of heads, |ΔInd| < 0.01."
 SMALL_EFFECT_SHARE = (0.92, 0.99)
+
+#: Table 4 / Fig 5 (constrained training, spec §C6): formation step mean ± sd over n seeds, by arm.
+FORMATION = {
+    "ape_free": (600, 0, 5),
+    "rope_free": (940, 55, 5),
+    "rope_imag": (1280, 164, 5),
+    "rope_sym": (1560, 167, 5),
+    "ape_sym": (1740, 241, 5),
+    "rope_imag_l1": (1467, 208, 3),
+}
+#: The pre-registered contrasts (one-sided exact Mann-Whitney, BH over the four): id -> (larger arm, smaller arm,
+#: p, q, shift), as printed.
+CONTRASTS = {
+    "P1": ("rope_free", "ape_free", 0.0040, 0.016, 300),
+    "P2": ("rope_imag", "rope_free", 0.0079, 0.008, 400),
+    "P3": ("ape_sym", "ape_free", 0.0040, 0.008, 1200),
+    "P4": ("rope_sym", "rope_free", 0.0040, 0.005, 600),
+}
+#: APE sym over APE free, printed "2.9x"; the sym-RoPE prev head's rope_imag_frac and dir_frac.
+APE_SYM_RATIO = 2.9
+SYM_PREV_HEAD = {"rope_imag_frac": 0.52, "dir_frac": 0.005}

@@ -52,3 +52,8 @@ rule c_checks:
         **posym("c checks", settings=("c", "checks")),
     shell:
         JOB
+
+
+include: "training.smk"
+# posym's own question on the heads of papers A and B: its jobs exist only where study a (or b) runs too.
+include: "our_heads.smk"

@@ -1,0 +1,217 @@
+"""Paper C's constrained training (claim C-4; posym.studies.c.training, .formation, .architecture): the random-map
+task, the penalties against the numpy fingerprint, the rotate-half RoPE, formation detection, packing, resume,
+the statistics and the rules' DAG at toy size."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import CONFIG_MATRIX, REPO, copy_repo, planned_jobs, snakemake
+from posym import config as posym_config
+from posym import positions
+from posym import qk_fingerprint as qk
+from posym.studies.c import formation, training
+from posym.studies.c.architecture import model_config
+
+#: A toy size on which a run "forms" (the floor raised so that the threshold lies just under chance) in tens of steps.
+TOY = {
+    "run": ["ape_free", "rope_sym"],
+    "seeds": [0, 1],
+    "task": {"length": 32},
+    "model": {"d_model": 32, "n_head": 2, "rotary_dim": 16},
+    "train": {"batch_size": 8, "max_steps": 60, "stop_after_formation": 10, "eval_every": 10, "checkpoint_every": 20,
+              "warmup_steps": 5, "log_every": 10, "device": "cpu", "learning_rate": 3.0e-3},
+    "eval": {"sequences": 16, "batch_size": 8},
+    "formation": {"floor": 4.1},  # threshold 4.129: seed 1 forms at step 20, seed 0 at 40
+}  # fmt: skip
+torch.set_num_threads(1)  # tiny models: more threads only contend
+
+
+def settings(**overrides) -> dict:
+    section = posym_config.deep_merge(TOY, overrides)
+    return posym_config.validate({"studies": ["c"], "c": {"training": section}})["c"]["training"]
+
+
+# ------------------------------------------------------------------------------------------------------ task
+
+
+def test_the_task_applies_its_map_with_the_set_probability_and_is_a_function_of_its_seed():
+    drawn = training.random_map_draw(256, 256, 64, 0.9, [0, 1, 2])
+    tokens, maps, mapped = drawn["tokens"], drawn["maps"], drawn["mapped"]
+    assert abs(mapped.mean() - 0.9) < 0.005  # 65,280 draws: sd 0.0012
+    rows = np.arange(len(tokens))[:, None]
+    follows = tokens[:, 1:] == maps[rows, tokens[:, :-1]]
+    assert follows[mapped].all()
+    assert abs(follows[~mapped].mean() - 1 / 64) < 0.01  # a uniform step hits f(x) by chance
+    for row in range(3):  # "appeared" is whether x_t occurred before t
+        seen = [tokens[row, t] in set(tokens[row, :t]) for t in range(255)]
+        assert drawn["appeared"][row].tolist() == seen
+    again = training.random_map_batch(256, 256, 64, 0.9, [0, 1, 2])
+    assert again[0].tobytes() == tokens.tobytes() and again[1].tobytes() == (mapped & drawn["appeared"]).tobytes()
+    assert training.random_map_batch(256, 256, 64, 0.9, [0, 1, 3])[0].tobytes() != tokens.tobytes()
+    assert set(np.unique(drawn["maps"][0])) <= set(range(64))  # a map, not a permutation: f is drawn per token
+
+
+def test_formation_threshold_and_step():
+    assert training.formation_threshold(64, 0.15) == pytest.approx(2.1544, abs=1e-4)
+    curve = pd.DataFrame({"step": [0, 100, 200, 300, 400], "ce_pred": [4.1, 3.0, 2.16, 2.0, 2.5]})
+    assert training.formation_step(curve, 2.154) == 300
+    assert math.isnan(training.formation_step(curve, 1.0))
+
+
+# ------------------------------------------------------------------------------------------------ penalties
+
+
+def test_the_penalties_are_the_numpy_fingerprints_shares():
+    rng = np.random.default_rng(0)
+    W_Q, W_K = rng.standard_normal((2, 3, 24, 8)), rng.standard_normal((2, 3, 24, 8))
+    sym = training.head_sym_shares(torch.tensor(W_Q), torch.tensor(W_K)).numpy()
+    imag = training.head_imag_shares(torch.tensor(W_Q), torch.tensor(W_K), 8).numpy()
+    for layer in range(2):
+        for head in range(3):
+            q, k = W_Q[layer, head], W_K[layer, head]
+            assert sym[layer, head] == pytest.approx(qk.head_fingerprint(q, k)["dir_frac"] ** 2, rel=1e-10)
+            real, imaginary = qk.pair_norms(q, k, 8, "rotate_half")
+            assert imag[layer, head] == pytest.approx((imaginary**2).sum() / (real**2 + imaginary**2).sum(), rel=1e-10)
+            brute = qk.pair_operators(q, k, 8, "rotate_half")  # and the definition itself
+            assert imag[layer, head] == pytest.approx((brute.imag**2).sum() / (np.abs(brute) ** 2).sum(), rel=1e-10)
+
+
+def test_the_penalties_denominators_are_detached():
+    W_Q, W_K = torch.randn(5, 8, dtype=torch.float64, requires_grad=True), torch.randn(5, 8, dtype=torch.float64)
+    training.head_sym_shares(W_Q, W_K).backward()
+    M = W_Q.detach() @ W_K.T
+    W = W_Q.detach().clone().requires_grad_(True)
+    numerator = (((W @ W_K.T) - (W @ W_K.T).T) ** 2).sum() / 4  # ‖M_A‖² with M_A = (M − Mᵀ)/2
+    (numerator / (M**2).sum()).backward()
+    assert torch.allclose(W_Q.grad, W.grad)
+
+
+def test_the_model_heads_are_its_qk_weights_and_rotate_half_matches_the_numpy_rotation():
+    config = model_config(16, {**training.arm_model_settings(settings(), "rope_sym")})
+    model = config.build(2).initialise([3, 4])
+    W_Q, W_K = model.qk_weights()
+    assert W_Q.shape == (2, 2, 2, 32, 16)
+    x = torch.randn(32, dtype=torch.float64)
+    block = model.blocks[1]
+    q = x.float() @ block.qkv_weight[1, :32].T.detach()  # member 1's queries of every head
+    assert torch.allclose(q[16:32], (x.float() @ W_Q[1, 1, 1].detach()), atol=1e-6)
+    scheme = positions.get("rope_rotate_half")(16, 16, 10000.0)
+    rows, at = torch.randn(5, 16), torch.arange(5) * 7
+    expected = qk.rotate(rows.numpy(), at.numpy(), 16, "rotate_half")
+    assert np.allclose(scheme.rotate(rows, at).numpy(), expected, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------- training
+
+
+def train_arm(section, arm, seeds, root):
+    outs = [root / f"seed{s}" for s in seeds]
+    training.ArmTrainer(section, arm, seeds, outs).train()
+    return training.arm_outputs(section, arm, seeds, outs)
+
+
+def test_packed_seeds_train_as_each_alone_and_stop_after_forming(tmp_path):
+    section = settings()
+    runs, curves, heads = train_arm(section, "rope_sym", [0, 1], tmp_path / "pack")
+    assert runs["formed"].all(), runs  # the toy threshold lies just under chance
+    assert (runs["stop_step"] == runs["formation_step"] + 10).all()
+    for seed in (0, 1):
+        alone = train_arm(section, "rope_sym", [seed], tmp_path / f"alone{seed}")
+        for packed, single in zip((runs, curves, heads), alone):
+            mine = packed[packed["seed"] == seed].reset_index(drop=True).drop(columns=["train_seconds"], errors="ignore")
+            pd.testing.assert_frame_equal(mine, single.drop(columns=["train_seconds"], errors="ignore"), check_exact=False, rtol=1e-6)
+    assert (curves.groupby("seed")["step"].max() == runs.set_index("seed")["stop_step"]).all()
+
+
+def test_an_interrupted_arm_resumes_to_the_same_result(tmp_path, monkeypatch):
+    section = settings(train={"stop_after_formation": None, "max_steps": 40})
+    whole = train_arm(section, "ape_free", [0, 1], tmp_path / "whole")
+    original = training.ArmTrainer.step
+
+    def crash(self, step):
+        if step == 27:  # after the checkpoint at step 20
+            raise KeyboardInterrupt
+        return original(self, step)
+
+    monkeypatch.setattr(training.ArmTrainer, "step", crash)
+    with pytest.raises(KeyboardInterrupt):
+        train_arm(section, "ape_free", [0, 1], tmp_path / "resumed")
+    monkeypatch.setattr(training.ArmTrainer, "step", original)
+    resumed = train_arm(section, "ape_free", [0, 1], tmp_path / "resumed")
+    for a, b in zip(whole, resumed):
+        pd.testing.assert_frame_equal(a.drop(columns=["train_seconds"], errors="ignore"), b.drop(columns=["train_seconds"], errors="ignore"))
+    # a finished arm is not trained again
+    again = training.ArmTrainer(section, "ape_free", [0, 1], [tmp_path / "resumed" / f"seed{s}" for s in (0, 1)])
+    assert again.resume() == (0, [])
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+
+def test_table4_contrasts_and_claims_are_computed_and_can_fail():
+    section = settings(run=["ape_free", "ape_sym", "rope_free", "rope_sym", "rope_imag"], seeds=[0, 1, 2, 3, 4])
+    steps = {"ape_free": [600] * 5, "rope_free": [900, 900, 1000, 900, 1000], "rope_imag": [1300, 1100, 1300, 1500, 1200],
+             "rope_sym": [1500, 1700, 1400, 1600, 1600], "ape_sym": [1800, 1500, 2000, 1600, 1800]}  # fmt: skip
+    rows = []
+    for arm, values in steps.items():
+        spec = section["arms"][arm]
+        for seed, step in enumerate(values):
+            rows.append({"arm": arm, "seed": seed, "position": spec["position"], "penalty": spec["penalty"], "formation_step": float(step),
+                         "formed": True, "final_ce_pred": 0.5, "prev_rope_imag_frac": 0.52, "prev_dir_frac": 0.005})  # fmt: skip
+    runs = pd.DataFrame(rows)
+    table = formation.table4(runs, section).set_index("arm")
+    assert table.loc["rope_free", "mean"] == 940 and table.loc["ape_free", "sd"] == 0 and table.loc["ape_sym", "mean (paper)"] == 1740
+    contrasts = formation.contrasts(runs, section).set_index("contrast")
+    assert contrasts.loc["P1", "p"] == pytest.approx(1 / 252) and contrasts.loc["P3", "shift"] == 1200
+    assert (contrasts["q"] >= contrasts["p"]).all() and list(contrasts.index) == ["P1", "P2", "P3", "P4"]
+    measured = formation.measure(runs, section)
+    assert measured["passed"].all() and len(measured) == 7
+    verdicts = formation.claims(measured)
+    assert (verdicts["verdict"] == "pass").all() and (verdicts["claim"] == "C-4").all()
+    worse = runs.assign(final_ce_pred=np.where(runs["arm"] == "ape_sym", 0.9, 0.5), prev_dir_frac=0.3)
+    failed = formation.measure(worse, section).set_index("check")["passed"]
+    assert not failed["final ce_pred: ape_sym − ape_free (nats)"] and not failed["RoPE sym prev head: dir_frac (mean over seeds)"]
+    # a seed that never forms counts one evaluation past the cap
+    censored = runs.assign(formation_step=np.where((runs["arm"] == "ape_sym") & (runs["seed"] == 0), np.nan, runs["formation_step"]))
+    row = formation.table4(censored, section).set_index("arm").loc["ape_sym"]
+    assert row["formed"] == 4 and str(section["train"]["max_steps"] + section["train"]["eval_every"]) in row["steps"]
+
+
+# ------------------------------------------------------------------------------------------------ configs
+
+
+def test_paper_c_config_over_the_default_config_is_the_papers_grid():
+    merged = posym_config.load([REPO / "config.yaml", REPO / "configs" / "paper_c.yaml"])
+    assert merged["c"]["training"] == posym_config.study_defaults("c")["training"]
+    default = posym_config.load([REPO / "config.yaml"])
+    assert default["c"]["training"] != merged["c"]["training"]
+
+
+def test_the_tiny_test_config_trains_every_default_arm_in_seconds():
+    section = posym_config.load([REPO / "config.yaml", *CONFIG_MATRIX["c"]])["c"]["training"]
+    default = posym_config.load([REPO / "config.yaml"])["c"]["training"]
+    assert section["run"] == default["run"] and section["train"]["max_steps"] <= 100
+
+
+@pytest.mark.slow
+def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
+    workdir = copy_repo(tmp_path / "repo")
+    target = "results/c/notebooks/training.ipynb"
+    jobs = planned_jobs(snakemake(workdir, "-n", target, configfiles=CONFIG_MATRIX["c"]))
+    arms = len(posym_config.load([REPO / "config.yaml", *CONFIG_MATRIX["c"]])["c"]["training"]["run"])
+    assert jobs == {"c_train": arms, "c_formation": 1, "c_notebook_training": 1}
+    snakemake(workdir, target, configfiles=CONFIG_MATRIX["c"])
+    claims = pd.read_csv(workdir / "results" / "c" / "tables" / "claims_C4.csv")
+    assert len(claims) >= 5 and set(claims["verdict"]) <= {"pass", "fail"}
+    assert (workdir / "results" / "c" / "figures" / "fig5.png").is_file()
+    more = tmp_path / "more.yaml"
+    more.write_text("c:\n  training:\n    claims:\n      ce_tolerance: 0.3\n")
+    rerun = planned_jobs(snakemake(workdir, "-n", target, configfiles=[*CONFIG_MATRIX["c"], more]))
+    # every job reads the training section, so each arm's job reruns, but from its finished checkpoints
+    assert rerun.get("c_formation") == 1

@@ -1,0 +1,106 @@
+# posym's own question (no paper asks it): paper C's QK fingerprint of the heads posym trains for the other papers.
+# With study a on too (studies: [a, c]): every head of every paper-A run at every checkpoint, beside its positional
+# / symbolic score (one job per run, then one table for the notebook our_heads). With study b on too (studies:
+# [b, c]): every head of every paper-B run of standard attention (MLA has no per-head W_Q W_K of its own) at its
+# analysed checkpoint, beside its ablation drop, the deposit head marked (notebook our_heads_b).
+
+C_OUR_HEADS = f"{C}/our_heads"
+
+
+if "a" in config["studies"]:
+
+    rule c_our_heads:
+        input:
+            index="results/a/train/{task}/seed{seed}/checkpoints.json",
+            scores="results/a/scores/{task}/seed{seed}/scores.csv",
+            purity="results/a/scores/{task}/seed{seed}/purity.csv",
+            data="results/a/data/{task}/seed{seed}/test.safetensors",
+        output:
+            f"{C_OUR_HEADS}/a/{{task}}/seed{{seed}}.csv",
+        log:
+            "logs/c/our_heads/a/{task}/seed{seed}.log",
+        benchmark:
+            f"{C}/benchmarks/our_heads/a-{{task}}-seed{{seed}}.tsv"
+        conda:
+            TRAINING_ENV
+        threads: 1
+        resources:
+            **job_resources(mem_mb=2000, minutes=120),
+        params:
+            **posym(
+                "c our-heads", settings=("c", "our_heads"), wildcards=("task", "seed")
+            ),
+        shell:
+            JOB
+
+    rule c_our_heads_gather:
+        input:
+            tables=runs("a", f"{C_OUR_HEADS}/a/{{task}}/seed{{seed}}.csv"),
+        output:
+            f"{C_OUR_HEADS}/our_heads.csv",
+        log:
+            "logs/c/our_heads/gather.log",
+        localrule: True
+        conda:
+            ANALYSIS_ENV
+        threads: 1
+        params:
+            **posym("c our-heads-gather"),
+        shell:
+            JOB
+
+
+if "b" in config["studies"]:
+    # paper B's runs of standard attention (a variant's model settings over the section's), in its study's order
+    C_B_RUNS = [
+        run
+        for run in posym_study.load("b").runs(config)
+        if {
+            **config["b"]["model"],
+            **config["b"]["variants"][run["variant"]].get("model", {}),
+        }["attention"]
+        == "standard"
+    ]
+
+    rule c_our_heads_b:
+        input:
+            index="results/b/train/{variant}/{task}/seed{seed}/checkpoints.json",
+            ablation="results/b/ablation/{variant}/{task}/seed{seed}/heads.csv",
+        output:
+            f"{C_OUR_HEADS}/b/{{variant}}/{{task}}/seed{{seed}}.csv",
+        log:
+            "logs/c/our_heads/b/{variant}/{task}/seed{seed}.log",
+        benchmark:
+            f"{C}/benchmarks/our_heads/b-{{variant}}-{{task}}-seed{{seed}}.tsv"
+        conda:
+            TRAINING_ENV
+        threads: 1
+        resources:
+            **job_resources(mem_mb=2000, minutes=60),
+        params:
+            **posym(
+                "c our-heads-b",
+                settings=("c", "our_heads"),
+                wildcards=("variant", "task", "seed"),
+            ),
+        shell:
+            JOB
+
+    rule c_our_heads_b_gather:
+        input:
+            tables=[
+                f"{C_OUR_HEADS}/b/{run['variant']}/{run['task']}/seed{run['seed']}.csv"
+                for run in C_B_RUNS
+            ],
+        output:
+            f"{C_OUR_HEADS}/our_heads_b.csv",
+        log:
+            "logs/c/our_heads/gather_b.log",
+        localrule: True
+        conda:
+            ANALYSIS_ENV
+        threads: 1
+        params:
+            **posym("c our-heads-gather"),
+        shell:
+            JOB

@@ -1,0 +1,495 @@
+"""Paper C's constrained training (spec §C6 "Constrained training", claim C-4): how fast the prev / induction
+circuit forms on a per-sequence random map when the QK form is made symmetric or its RoPE phase is suppressed.
+
+* **Task** (:func:`random_map_batch`): V tokens; x_0 uniform, x_{t+1} = f(x_t) with probability ``map_probability``
+  (a *map step*), else uniform; f: V → V a uniformly random map drawn afresh for every sequence. The batch of
+  optimizer step k of seed s is a pure function of (``data_seed``, s, k); the evaluation stream of (``eval_seed``).
+* **Model**: the attention-only transformer of :mod:`posym.studies.c.architecture` (APE or rotate-half RoPE).
+* **Penalties** (:func:`sym_penalty`, :func:`imag_penalty`), differentiable in W_Q, W_K, each a mean over every
+  head of every layer, with the denominator detached (its value the share, its gradient the numerator's):
+  sym = ‖M_A‖²/‖M‖² (= dir_frac² of :func:`posym.qk_fingerprint.head_fingerprint`), imag =
+  Σ_t‖Im M_t‖² / Σ_t(‖Re M_t‖² + ‖Im M_t‖²) over the rotate-half pairs (from
+  :func:`posym.qk_fingerprint.pair_norms`). Loss = CE + λ·penalty.
+* **Metric**: ce_pred = CE on map steps whose current token appeared earlier in the sequence (the steps an
+  induction circuit can predict); formation step = the first evaluation with ce_pred < ½(ln V + floor).
+* **Early stop**: the learning rate is constant after warmup, so what a run does up to a step does not depend on
+  when it stops. Each member stops ``stop_after_formation`` steps after its formation (or at ``max_steps``) and
+  leaves the pack; the others train on. A member's curve, formation and final model are therefore the same
+  packed or alone (tested), and as in a run of ``max_steps`` up to its stop.
+* **Checkpoints** are the core's (:mod:`posym.checkpoints`: safetensors, checksums, atomic directories), one
+  folder per member; every ``checkpoint_every`` steps they carry the optimizer moments, so a killed job resumes
+  from the newest one and ends as an uninterrupted job does (the data need no state: a function of the step).
+  A member's last checkpoint (its stop) is marked ``final`` in its progress.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from posym import checkpoints as ckpt
+from posym import qk_fingerprint as qk
+from posym.files import load_tensors
+from posym.model import autocast
+from posym.train import clip_per_member, resolve_device, resolve_precision
+
+from .architecture import AttentionOnly, model_config
+
+log = logging.getLogger("posym.c.training")
+
+STATE_FORMAT = 1
+PENALTIES = ("none", "sym", "imag")
+#: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
+HOW_SETTINGS = ("device", "deterministic", "checkpoint_every")
+
+
+# --------------------------------------------------------------------------------------------------- task
+
+
+def random_map_batch(n: int, length: int, vocab: int, map_probability: float, seed_words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` sequences of the random-map task: tokens (n, length) int64 and ``predictable`` (n, length − 1), true
+    where step t → t+1 is a map step and x_t appeared among x_0 … x_{t−1} (ce_pred's positions)."""
+    drawn = random_map_draw(n, length, vocab, map_probability, seed_words)
+    return drawn["tokens"], drawn["mapped"] & drawn["appeared"]
+
+
+def random_map_draw(n: int, length: int, vocab: int, map_probability: float, seed_words: Sequence[int]) -> dict[str, np.ndarray]:
+    """:func:`random_map_batch` with what it was drawn from: ``maps`` (n, V), each sequence's f; ``mapped``
+    (n, length − 1), which steps applied it; ``appeared``, whether x_t occurred before t. A function of
+    ``seed_words`` alone (numpy's PCG64 from their SeedSequence)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(w) for w in seed_words])))
+    maps = rng.integers(0, vocab, size=(n, vocab))
+    tokens = np.empty((n, length), dtype=np.int64)
+    tokens[:, 0] = rng.integers(0, vocab, size=n)
+    mapped = rng.random((n, length - 1)) < map_probability
+    noise = rng.integers(0, vocab, size=(n, length - 1))
+    rows = np.arange(n)
+    seen = np.zeros((n, vocab), dtype=bool)
+    appeared = np.empty((n, length - 1), dtype=bool)
+    for t in range(length - 1):
+        current = tokens[:, t]
+        appeared[:, t] = seen[rows, current]
+        seen[rows, current] = True
+        tokens[:, t + 1] = np.where(mapped[:, t], maps[rows, current], noise[:, t])
+    return {"tokens": tokens, "maps": maps, "mapped": mapped, "appeared": appeared}
+
+
+def formation_threshold(vocab: int, floor: float) -> float:
+    """½(ln V + floor): halfway from chance to the task's floor (paper: ln 64, 0.15 → 2.154)."""
+    return 0.5 * (math.log(vocab) + floor)
+
+
+def formation_step(curve: pd.DataFrame, threshold: float) -> float:
+    """The first evaluated step whose ce_pred is below ``threshold``; NaN when none is."""
+    below = curve[curve["ce_pred"] < threshold]
+    return float(below["step"].min()) if len(below) else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------ penalties
+
+
+def pair_columns(W: torch.Tensor, rotary_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotate-half pair columns of W (..., d, d_head): dims t and t + r/2 of the first r."""
+    half = rotary_dim // 2
+    return W[..., :half], W[..., half:rotary_dim]
+
+
+def head_sym_shares(W_Q: torch.Tensor, W_K: torch.Tensor, detach_denominator: bool = True) -> torch.Tensor:
+    """‖M_A‖²/‖M‖² of every head (W_Q, W_K (..., d, d_head); M = W_Q W_Kᵀ), through d_head × d_head Gram matrices:
+    ‖M‖² = ⟨W_QᵀW_Q, W_KᵀW_K⟩, tr(M²) = ⟨A, Aᵀ⟩ with A = W_KᵀW_Q, ‖M_A‖² = (‖M‖² − tr M²)/2."""
+    gram_q, gram_k = W_Q.transpose(-1, -2) @ W_Q, W_K.transpose(-1, -2) @ W_K
+    cross = W_K.transpose(-1, -2) @ W_Q
+    total = (gram_q * gram_k).sum((-1, -2))
+    antisymmetric = 0.5 * (total - (cross * cross.transpose(-1, -2)).sum((-1, -2)))
+    return antisymmetric / (total.detach() if detach_denominator else total)
+
+
+def head_imag_shares(W_Q: torch.Tensor, W_K: torch.Tensor, rotary_dim: int, detach_denominator: bool = True) -> torch.Tensor:
+    """Σ_t‖Im M_t‖² / Σ_t(‖Re M_t‖² + ‖Im M_t‖²) of every head over the rotate-half pairs: with w_q = a + ic and
+    w_k = b + id, ‖Im M_t‖² = |c|²|b|² + |a|²|d|² − 2(a·c)(b·d) and ‖Re‖² + ‖Im‖² = (|a|² + |c|²)(|b|² + |d|²)."""
+    a, c = pair_columns(W_Q, rotary_dim)
+    b, d = pair_columns(W_K, rotary_dim)
+    aa, bb, cc, dd = ((x * x).sum(-2) for x in (a, b, c, d))
+    cross = (a * c).sum(-2) * (b * d).sum(-2)
+    imaginary = (cc * bb + aa * dd - 2 * cross).sum(-1)
+    total = ((aa + cc) * (bb + dd)).sum(-1)
+    return imaginary / (total.detach() if detach_denominator else total)
+
+
+def penalties(model: AttentionOnly) -> dict[str, torch.Tensor]:
+    """Each member's sym and imag penalty (S,): the mean share over every head of every layer."""
+    W_Q, W_K = model.qk_weights()
+    return {
+        "sym": head_sym_shares(W_Q, W_K).mean((1, 2)),
+        "imag": head_imag_shares(W_Q, W_K, model.config.rotary).mean((1, 2)),
+    }
+
+
+# -------------------------------------------------------------------------------------------------- settings
+
+
+def arm_model_settings(training: Mapping, arm: str) -> dict:
+    """The model settings of an arm: ``training.model`` with the arm's position scheme and the sequence length."""
+    spec = training["arms"][arm]
+    return {**training["model"], "position": spec["position"], "max_len": training["task"]["length"]}
+
+
+def arm_fingerprint(training: Mapping, arm: str, seed: int) -> str:
+    """What a checkpoint must match to be resumed or reused: the arm, the task, the model, the optimisation, seed."""
+    train = {k: v for k, v in training["train"].items() if k not in HOW_SETTINGS}
+    relevant = {
+        "arm": training["arms"][arm], "task": training["task"], "model": arm_model_settings(training, arm),
+        "train": train, "formation": training["formation"], "seed": seed,
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def learning_rate(step: int, train: Mapping) -> float:
+    """Linear warmup over ``warmup_steps`` (the first update at lr/warmup), then constant."""
+    return train["learning_rate"] * min(1.0, (step + 1) / max(1, train["warmup_steps"]))
+
+
+# --------------------------------------------------------------------------------------------------- trainer
+
+
+class ArmTrainer:
+    """Trains the seeds of one arm packed into one model, each member until its stop step."""
+
+    def __init__(self, training: Mapping, arm: str, seeds: Sequence[int], outs: Sequence[Path]):
+        if len(seeds) != len(outs) or not seeds:
+            raise ValueError("one output folder per seed")
+        self.training, self.arm, self.spec = training, arm, training["arms"][arm]
+        if self.spec["penalty"] not in PENALTIES:
+            raise ValueError(f"arm {arm}: penalty {self.spec['penalty']!r} is not one of {PENALTIES}")
+        self.task, self.train_settings = training["task"], training["train"]
+        self.seeds, self.outs = [int(s) for s in seeds], [Path(o) for o in outs]
+        self.device = resolve_device(self.train_settings["device"])
+        if self.train_settings["deterministic"] and self.device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
+        self.precision = resolve_precision(self.train_settings["precision"], self.device)
+        self.model_config = model_config(self.task["vocab_size"], arm_model_settings(training, arm))
+        self.fingerprints = {s: arm_fingerprint(training, arm, s) for s in self.seeds}
+        self.threshold = formation_threshold(self.task["vocab_size"], training["formation"]["floor"])
+        self.vocab = [f"t{i}" for i in range(self.task["vocab_size"])]
+        tokens, predictable = random_map_batch(
+            training["eval"]["sequences"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], [training["eval"]["seed"]]
+        )
+        self.eval_tokens = torch.as_tensor(tokens, device=self.device)
+        self.eval_mask = torch.as_tensor(predictable, device=self.device)
+
+    # ------------------------------------------------------------------ pack
+    def _root(self, seed: int) -> Path:
+        return self.outs[self.seeds.index(seed)] / "checkpoints"
+
+    def _build(self, seeds: list[int]) -> None:
+        """A fresh pack of ``seeds`` (their initial weights) with a fresh optimizer."""
+        self.active = list(seeds)
+        self.model = self.model_config.build(len(seeds)).initialise(self.active).to(self.device)
+        fused = self.device.type == "cuda"
+        # The foreach kernel on a CPU: a member's update does not depend on where its slice lies in the pack.
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=self.train_settings["learning_rate"], betas=tuple(self.train_settings["betas"]),
+            eps=1e-8, weight_decay=self.train_settings["weight_decay"], fused=fused, foreach=not fused,
+        )  # fmt: skip
+        self.names = {id(p): n for n, p in self.model.named_parameters()}
+
+    def _state(self, m: int) -> tuple[dict[str, torch.Tensor], dict]:
+        tensors = {"format": torch.tensor([STATE_FORMAT])}  # never empty: at step 0 the optimizer has no state yet
+        for p, state in self.optimizer.state.items():
+            name = self.names[id(p)]
+            tensors[f"exp_avg.{name}"] = state["exp_avg"][m]
+            tensors[f"exp_avg_sq.{name}"] = state["exp_avg_sq"][m]
+            tensors["optimizer_step"] = state["step"].reshape(1).cpu()
+        return tensors, {"format": STATE_FORMAT, "fingerprint": self.fingerprints[self.active[m]], "seed": self.active[m]}
+
+    def _load(self, step: int, seeds: list[int]) -> None:
+        """The pack of ``seeds`` as their step-``step`` checkpoints left it."""
+        self._build(seeds)
+        directories = [ckpt.step_dir(self._root(s), step) for s in seeds]
+        states = [ckpt.load_trainer_state(d)[0] for d in directories]
+        for m, directory in enumerate(directories):
+            self.model.load_checkpoint_tensors(load_tensors(directory / "model.safetensors"), m)
+        if "optimizer_step" not in states[0]:
+            return
+        for p in self.model.parameters():
+            name = self.names[id(p)]
+            self.optimizer.state[p] = {
+                "step": states[0]["optimizer_step"].reshape(()).clone().to(p.device if self.device.type == "cuda" else "cpu"),
+                "exp_avg": torch.stack([s[f"exp_avg.{name}"] for s in states]).to(self.device),
+                "exp_avg_sq": torch.stack([s[f"exp_avg_sq.{name}"] for s in states]).to(self.device),
+            }
+
+    def _leave(self, seeds: set[int]) -> None:
+        """Take ``seeds`` out of the pack (they stopped): the others keep their weights and optimizer moments."""
+        keep = [m for m, s in enumerate(self.active) if s not in seeds]
+        if not keep:
+            self.active = []
+            return
+        old_model, old_optimizer, old_names = self.model, self.optimizer, self.names
+        self._build([self.active[m] for m in keep])
+        index = torch.tensor(keep, device=self.device)
+        old = dict(old_model.named_parameters())
+        with torch.no_grad():
+            for name, param in self.model.named_parameters():
+                param.copy_(old[name].index_select(0, index))
+        states = {old_names[id(p)]: s for p, s in old_optimizer.state.items()}
+        for p in self.model.parameters():
+            s = states.get(self.names[id(p)])
+            if s is not None:
+                self.optimizer.state[p] = {
+                    "step": s["step"].clone(), "exp_avg": s["exp_avg"].index_select(0, index).clone(),
+                    "exp_avg_sq": s["exp_avg_sq"].index_select(0, index).clone(),
+                }  # fmt: skip
+
+    # ------------------------------------------------------------------ resume
+    def _finished(self, seed: int) -> bool:
+        found = ckpt.list_checkpoints(self._root(seed))
+        if not found:
+            return False
+        progress = ckpt.load_progress(found[-1][1])
+        if progress.get("final") and progress.get("fingerprint") == self.fingerprints[seed]:
+            return True
+        return False
+
+    def resume(self) -> tuple[int, list[int]]:
+        """The step to start from and the seeds still to train; restores their pack from the newest checkpoint
+        they share (a member that already stopped is done and not trained again)."""
+        todo = [s for s in self.seeds if not self._finished(s)]
+        steps = []
+        for seed in todo:
+            root = self._root(seed)
+            usable = []
+            for step, directory in ckpt.list_checkpoints(root):
+                if ckpt.has_trainer_state(directory):
+                    meta = ckpt.load_trainer_meta(directory)
+                    if meta.get("fingerprint") == self.fingerprints[seed] and meta.get("format") == STATE_FORMAT:
+                        usable.append(step)
+            steps.append(set(usable))
+        common = set.intersection(*steps) if steps else set()
+        if not todo:
+            return 0, []
+        if not common:
+            for seed in todo:
+                if ckpt.remove_all(self._root(seed)):
+                    log.warning("seed %d: its checkpoints cannot be resumed; starting over", seed)
+            self._build(todo)
+            return 0, todo
+        step = max(common)
+        for seed in todo:  # checkpoints past the common one belong to a run that did not finish
+            for s, directory in ckpt.list_checkpoints(self._root(seed)):
+                if s > step:
+                    shutil.rmtree(directory)
+        self._load(step, todo)
+        log.info("arm %s: resuming seeds %s from step %d", self.arm, todo, step)
+        return step, todo
+
+    # ------------------------------------------------------------------ steps
+    def batch(self, step: int) -> torch.Tensor:
+        words = lambda seed: [self.training["data_seed"], seed, step]  # noqa: E731
+        tokens = [
+            random_map_batch(self.train_settings["batch_size"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], words(s))[0]
+            for s in self.active
+        ]
+        return torch.as_tensor(np.stack(tokens), device=self.device)
+
+    def step(self, step: int) -> torch.Tensor:
+        ids = self.batch(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(step, self.train_settings)
+        with autocast(self.device, self.precision):
+            logits = self.model(ids[..., :-1])
+        S = len(self.active)
+        losses = F.cross_entropy(logits.float().flatten(0, 2), ids[..., 1:].flatten(), reduction="none").view(S, -1).mean(1)
+        total = losses
+        if self.spec["penalty"] != "none":
+            total = losses + self.spec["lambda"] * penalties(self.model)[self.spec["penalty"]]
+        total.sum().backward()
+        if self.train_settings["max_grad_norm"] is not None:
+            clip_per_member(self.model, self.train_settings["max_grad_norm"])
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return losses.detach()
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> list[dict]:
+        """ce, ce_pred and both penalties of every active member on the evaluation stream."""
+        S = len(self.active)
+        ids = self.eval_tokens.expand(S, *self.eval_tokens.shape)
+        rows = [[] for _ in range(S)]
+        chunk = self.training["eval"]["batch_size"]
+        losses = []
+        for start in range(0, ids.shape[1], chunk):
+            part = ids[:, start : start + chunk]
+            with autocast(self.device, self.precision):
+                logits = self.model(part[..., :-1])
+            losses.append(F.cross_entropy(logits.float().flatten(0, 2), part[..., 1:].flatten(), reduction="none").view(S, *part[..., 1:].shape[1:]))
+        each = torch.cat(losses, dim=1)  # (S, N, T-1)
+        mask = self.eval_mask.to(each.dtype)
+        ce = each.mean((1, 2))
+        ce_pred = (each * mask).sum((1, 2)) / mask.sum()
+        shares = penalties(self.model)
+        for m in range(S):
+            rows[m] = {"step": step, "ce": float(ce[m]), "ce_pred": float(ce_pred[m]), "sym": float(shares["sym"][m]), "imag": float(shares["imag"][m])}
+        return rows
+
+    def train(self) -> None:
+        t = self.train_settings
+        start, todo = self.resume()
+        if not todo:
+            log.info("arm %s: every seed already trained", self.arm)
+            return
+        margin, every = t["stop_after_formation"], t["eval_every"]
+        evals = {s: [] for s in todo}
+        logs = {s: [] for s in todo}
+        formed: dict[int, float] = {}
+        if start > 0:  # what the resumed members had measured up to the checkpoint: their formation
+            for seed in todo:
+                rows = [r for _, d in ckpt.list_checkpoints(self._root(seed)) for r in ckpt.load_progress(d)["eval"]]
+                step = formation_step(pd.DataFrame(rows, columns=["step", "ce_pred"]), self.threshold)
+                if not math.isnan(step):
+                    formed[seed] = step
+        segment = time.perf_counter()
+        window, window_steps = time.perf_counter(), 0
+
+        def stop_step(seed):
+            if margin is None or seed not in formed:
+                return t["max_steps"]
+            return min(t["max_steps"], int(formed[seed]) + margin)
+
+        def write(step, seeds, final):
+            wall = time.perf_counter() - segment
+            for seed in seeds:
+                m = self.active.index(seed)
+                progress = {"step": step, "eval": evals[seed], "log": logs[seed], "wall_seconds": wall, "final": final,
+                            "fingerprint": self.fingerprints[seed], "formation_step": formed.get(seed)}  # fmt: skip
+                state = None if final else self._state(m)
+                ckpt.write_checkpoint(self._root(seed), step, self.model, m, self.vocab, progress, state)
+                for s, directory in ckpt.list_checkpoints(self._root(seed)):
+                    if (s < step or final) and ckpt.has_trainer_state(directory):
+                        ckpt.drop_trainer_state(directory)
+                evals[seed], logs[seed] = [], []
+
+        if start == 0:
+            rows = self.evaluate(0)
+            for seed, row in zip(self.active, rows):
+                evals[seed].append(row)
+            write(0, list(self.active), final=False)
+        self.model.train()
+        step = start
+        while self.active:
+            losses = self.step(step)
+            step += 1
+            window_steps += 1
+            if step % t["log_every"] == 0:
+                values = losses.cpu().tolist()
+                for seed, value in zip(self.active, values):
+                    logs[seed].append({"step": step, "loss": value, "lr": learning_rate(step - 1, t)})
+                now = time.perf_counter()
+                log.info("arm %s step %d: loss %s  %.2f s/step (%d members)", self.arm, step, " ".join(f"{v:.3f}" for v in values),
+                         (now - window) / window_steps, len(self.active))  # fmt: skip
+                window, window_steps = now, 0
+            if step % every == 0 or step == t["max_steps"]:
+                self.model.eval()
+                rows = self.evaluate(step)
+                self.model.train()
+                for seed, row in zip(self.active, rows):
+                    evals[seed].append(row)
+                    if seed not in formed and row["ce_pred"] < self.threshold:
+                        formed[seed] = float(step)
+                        log.info("arm %s seed %d: formed at step %d (ce_pred %.3f)", self.arm, seed, step, row["ce_pred"])
+            done = {s for s in self.active if step >= stop_step(s)}
+            if done:
+                write(step, sorted(done, key=self.active.index), final=True)
+            periodic = [s for s in self.active if s not in done]
+            if periodic and step % t["checkpoint_every"] == 0:
+                write(step, periodic, final=False)
+            if done or (periodic and step % t["checkpoint_every"] == 0):
+                segment = time.perf_counter()
+            if done:
+                self._leave(done)
+
+
+# --------------------------------------------------------------------------------------------------- outputs
+
+
+def member_outputs(training: Mapping, arm: str, seed: int, out: Path, device: str = "cpu") -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """One trained member's row (formation, stop, final values), curve and per-head features, from its checkpoints."""
+    found = ckpt.list_checkpoints(Path(out) / "checkpoints")
+    if not found:
+        raise RuntimeError(f"{out}: no checkpoints")
+    final = ckpt.load_progress(found[-1][1])
+    if not final.get("final") or final.get("fingerprint") != arm_fingerprint(training, arm, seed):
+        raise RuntimeError(f"{out}: training is not complete, or its checkpoints were made with other settings")
+    progress = [ckpt.load_progress(d) for _, d in found]
+    curve = pd.DataFrame([r for p in progress for r in p["eval"]])[["step", "ce", "ce_pred", "sym", "imag"]]
+    curve.insert(0, "seed", seed)
+    curve.insert(0, "arm", arm)
+    threshold = formation_threshold(training["task"]["vocab_size"], training["formation"]["floor"])
+    formation = formation_step(curve, threshold)
+    last = curve.iloc[-1]
+    model, _ = ckpt.load_model(found[-1][1], device)
+    heads = head_features(model, training)
+    heads.insert(0, "seed", seed)
+    heads.insert(0, "arm", arm)
+    prev = heads.loc[heads["is_prev"]].iloc[0]
+    row = {
+        "arm": arm, "seed": seed, "position": training["arms"][arm]["position"], "penalty": training["arms"][arm]["penalty"],
+        "lambda": training["arms"][arm]["lambda"], "formation_step": formation, "formed": not math.isnan(formation),
+        "stop_step": int(found[-1][0]), "final_ce": float(last["ce"]), "final_ce_pred": float(last["ce_pred"]),
+        "final_sym": float(last["sym"]), "final_imag": float(last["imag"]), "prev_layer": int(prev["layer"]),
+        "prev_head": int(prev["head"]), "prev_score": float(prev["prev"]), "prev_dir_frac": float(prev["dir_frac"]),
+        "prev_rope_imag_frac": float(prev["rope_imag_frac"]), "train_seconds": float(sum(p["wall_seconds"] for p in progress)),
+    }  # fmt: skip
+    return row, curve, heads
+
+
+@torch.no_grad()
+def head_features(model: AttentionOnly, training: Mapping) -> pd.DataFrame:
+    """Every head's prev score (mean attention on the previous token over the evaluation stream's positions ≥ 1)
+    and its fingerprint (posym.qk_fingerprint, float64): dir_frac and D_head of M_eff = C (γ∘W_Q)(γ∘W_K)ᵀ C (LN
+    weight γ folded, centred: spec §C1), and the RoPE features of the folded weights under the rotate-half pairing
+    (for an APE model: a placebo pairing of the same dims, spec §C4)."""
+    task, config = training["task"], model.config
+    tokens, _ = random_map_batch(training["eval"]["sequences"], task["length"], task["vocab_size"], task["map_probability"], [training["eval"]["seed"]])
+    ids = torch.as_tensor(tokens, device=model.wte.device)
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(config.n_layer)]
+    prev = torch.zeros(config.n_layer, config.n_head, dtype=torch.float64)
+    chunk = training["eval"]["batch_size"]
+    for start in range(0, len(ids), chunk):
+        cache = model.run_with_cache(ids[start : start + chunk], names)
+        for layer, name in enumerate(names):
+            pattern = cache[name][0]  # (B, H, T, T)
+            prev[layer] += pattern.diagonal(offset=-1, dim1=-2, dim2=-1).sum((0, 2)).double().cpu()
+    prev /= len(ids) * (ids.shape[1] - 1)
+    W_Q, W_K = (w[0].double().cpu().numpy() for w in model.qk_weights())  # (L, H, d, dh)
+    centre = qk.centring(config.d_model)
+    rows = []
+    for layer in range(config.n_layer):
+        gamma = model.blocks[layer].ln_weight[0].double().cpu().numpy()[:, None]
+        for head in range(config.n_head):
+            q, k = gamma * W_Q[layer, head], gamma * W_K[layer, head]
+            metrics = qk.head_fingerprint(q, k, centre)
+            rope = qk.rope_features(q, k, config.rotary, "rotate_half", config.rope_base)
+            rows.append({"layer": layer, "head": head, "prev": float(prev[layer, head]), "dir_frac": metrics["dir_frac"], "D_head": metrics["D_head"], **rope})
+    frame = pd.DataFrame(rows)
+    frame["is_prev"] = frame.index == frame["prev"].idxmax()
+    return frame
+
+
+def arm_outputs(training: Mapping, arm: str, seeds: Sequence[int], outs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The arm's runs, curves and heads tables, its seeds in order."""
+    parts = [member_outputs(training, arm, s, o) for s, o in zip(seeds, outs)]
+    return pd.DataFrame([p[0] for p in parts]), pd.concat([p[1] for p in parts], ignore_index=True), pd.concat([p[2] for p in parts], ignore_index=True)
