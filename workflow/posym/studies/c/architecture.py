@@ -105,7 +105,7 @@ class Layer(nn.Module):
         S, B, T, D = x.shape
         flat = self.normalise(x).reshape(S, B * T, D)
         qkv = torch.baddbmm(self.qkv_bias[:, None], flat, self.qkv_weight.transpose(1, 2)).view(S, B, T, 3, c.n_head, c.head_dim)
-        q, k, v = (qkv[:, :, :, i].transpose(2, 3) for i in range(3))  # (S, B, H, T, dh)
+        q, k, v = (part.transpose(2, 3) for part in qkv.unbind(3))  # (S, B, H, T, dh); unbind: one stack in backward
         z = attention(q, k, v, scheme, positions, positions, explicit=getattr(hook, "needs_pattern", False), hook=hook)
         z = z.transpose(2, 3).reshape(S, B * T, D)
         return x + torch.baddbmm(self.out_bias[:, None], z, self.out_weight.transpose(1, 2)).view(S, B, T, D)
