@@ -10,7 +10,7 @@
 #
 #   bash benchmarks/gpu_check.sh [--device cuda|cpu] [--size paper|min] [--out DIR] [--scratch DIR]
 #
-# --size min trains tests/configs/tiny.yaml's model instead and times one step per block: a few minutes on a CPU,
+# --size min trains and benchmarks tests/configs/tiny.yaml's model instead, one step per block (train_throughput.py --size min): a few minutes on a CPU, even one without bfloat16 units,
 # to check the script itself. Its JSON goes to the scratch folder (results/gpu_check/<device>-min/, git-ignored)
 # unless --out says otherwise; paper size writes benchmarks/results/{train_throughput,gpu_check}_<device>.json.
 # Set PYTHON to choose the interpreter (default: .venv/bin/python when there is one).
@@ -70,7 +70,7 @@ if [[ "$size" == paper ]]; then
     # GPU steps take milliseconds: blocks of 50 steps keep the clock's and the synchronisation's share small.
     if [[ "$device" == cuda ]]; then blocks=(--rounds 5 --steps 50); else blocks=(--rounds 5 --steps 8); fi
 else
-    blocks=(--rounds 1 --steps 1)
+    blocks=(--rounds 1 --steps 1 --size min)
 fi
 "$PYTHON" benchmarks/train_throughput.py --device "$device" --packed 5 "${blocks[@]}" --out "$out/train_throughput_$device.json"
 

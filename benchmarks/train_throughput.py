@@ -14,7 +14,7 @@ it, and waits for the GPU (``torch.cuda.synchronize``) before every clock readin
 kernels run asynchronously; the matmul time is then the kernels' device time. There, steps are
 milliseconds: give more of them per block (``benchmarks/gpu_check.sh`` passes ``--steps 50``).
 
-    python benchmarks/train_throughput.py [--device cpu|cuda] [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
+    python benchmarks/train_throughput.py [--device cpu|cuda] [--size paper|min] [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ PEAK_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # The square product that reaches the peak: 2048 saturates a CPU's cores in a few ms per product;
 # a GPU needs 8192 (about a TFLOP) to fill its streaming multiprocessors.
 PEAK_SIDE = {"cpu": 2048, "cuda": 8192}
+# --size min checks the script, not the machine: tests/configs/tiny.yaml's model and small products, so that it
+# takes seconds even where bfloat16 has no hardware units (there a 2048-side bf16 product alone can take minutes).
+MIN_SIZE = {"model": {"n_layer": 2, "d_model": 32}, "peak_side": 256, "train_samples": 2_000}
 
 
 def synchronize(device: torch.device) -> None:
@@ -53,10 +56,10 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def peak_gflops(dtype: torch.dtype, device: torch.device, repeats: int = 20) -> dict[str, float]:
-    """Matmul throughput in ``dtype`` on ``device`` for a large square product and for the model's MLP shape."""
-    side = PEAK_SIDE[device.type]
-    shapes = {f"{side}x{side}x{side}": (side, side, side), "mlp 1152x128x512": (BATCH * TOKENS, 128, 512)}
+def peak_gflops(dtype: torch.dtype, device: torch.device, side: int, d_model: int, repeats: int = 20) -> dict[str, float]:
+    """Matmul throughput in ``dtype`` on ``device`` for a square product of ``side`` and for the model's MLP shape."""
+    mlp = (BATCH * TOKENS, d_model, 4 * d_model)
+    shapes = {f"{side}x{side}x{side}": (side, side, side), "mlp {}x{}x{}".format(*mlp): mlp}
     out = {}
     for name, (m, k, n) in shapes.items():
         a, b = torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)
@@ -165,6 +168,7 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPES), choices=list(PEAK_DTYPES))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu", choices=list(PEAK_SIDE))
+    parser.add_argument("--size", default="paper", choices=["paper", "min"], help="paper A's model, or a tiny one that checks the script in seconds")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "train_throughput.json")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -174,8 +178,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     import tempfile
 
-    model = ModelConfig(vocab_size=len(get("number").vocabulary), **PAPER_A["model"])
-    data = get("number").samples(20_000, 42)
+    minimal = args.size == "min"
+    model = ModelConfig(vocab_size=len(get("number").vocabulary), **{**PAPER_A["model"], **(MIN_SIZE["model"] if minimal else {})})
+    peak_side = MIN_SIZE["peak_side"] if minimal else PEAK_SIDE[device.type]
+    data = get("number").samples(MIN_SIZE["train_samples"] if minimal else 20_000, 42)
     test = get("number").samples(256, 7)
     with tempfile.TemporaryDirectory() as tmp:
         contenders = {}  # name -> (step, members, precision)
@@ -193,7 +199,7 @@ def main() -> None:
         peaks = {precision: [] for precision in args.precisions}
         for round_ in range(args.rounds):
             for precision in args.precisions:
-                peaks[precision].append(peak_gflops(PEAK_DTYPES[precision], device))
+                peaks[precision].append(peak_gflops(PEAK_DTYPES[precision], device, peak_side, model.d_model))
             for name, (step, _, _) in contenders.items():
                 seconds[name].append(timed(step, 3 + round_ * args.steps, args.steps, device))
         first = 3 + args.rounds * args.steps
@@ -226,7 +232,8 @@ def main() -> None:
             ratios[f"{name} / HF at fp32"] = r["samples_per_second"] / hf["samples_per_second"]
     report = {
         "benchmark": "train_throughput",
-        "what": "paper A config, batch 64 per seed; blocks of steps alternate between contenders",
+        "what": ("paper A config" if args.size == "paper" else "tiny model (--size min)") + ", batch 64 per seed; blocks of steps alternate between contenders",
+        "size": args.size,
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor(),
