@@ -251,8 +251,45 @@ class MemberDropout:
 # --------------------------------------------------------------------------- model
 
 
-def _stacked(members: int, *shape: int) -> nn.Parameter:
+def stacked(members: int, *shape: int) -> nn.Parameter:
+    """A parameter of ``shape`` per member, uninitialised: (members, *shape)."""
     return nn.Parameter(torch.empty(members, *shape))
+
+
+class PackedByName(nn.Module):
+    """A packed model whose checkpoint tensors are its own parameters by name, member m's slice of each: the
+    checkpoint, member and cache methods of the architecture interface (:mod:`posym.architectures`) for a study's
+    own model (paper B's encoder, paper C's toy model). A subclass takes ``(config, members)``, keeps them as
+    ``config`` and ``members``, and reads hooks from ``forward(ids, hooks=...)``."""
+
+    def checkpoint_tensors(self, m: int = 0) -> dict[str, torch.Tensor]:
+        return {name: param[m].detach().clone().contiguous().cpu() for name, param in self.named_parameters()}
+
+    def load_checkpoint_tensors(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
+        params = dict(self.named_parameters())
+        if set(state) != set(params):
+            raise ValueError(f"checkpoint tensors differ from the model's: missing {sorted(set(params) - set(state))}, unexpected {sorted(set(state) - set(params))}")
+        with torch.no_grad():
+            for name, param in params.items():
+                if state[name].shape != param.shape[1:]:
+                    raise ValueError(f"{name}: checkpoint shape {tuple(state[name].shape)}, model {tuple(param.shape[1:])}")
+                param[m].copy_(state[name])
+
+    def member(self, m: int) -> "PackedByName":
+        """A single-member copy of member m, on the same device."""
+        single = type(self)(self.config, members=1)
+        single.load_checkpoint_tensors(self.checkpoint_tensors(m))
+        return single.to(next(self.parameters()).device)
+
+    @torch.no_grad()
+    def run_with_cache(self, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+        """Forward pass returning the tensors at the named hook points (member axis kept)."""
+        cache: dict[str, torch.Tensor] = {}
+        self(ids, hooks={n: (lambda t, n=n: cache.__setitem__(n, t.detach())) for n in names})
+        missing = set(names) - set(cache)
+        if missing:
+            raise KeyError(f"no such hook points: {sorted(missing)}")
+        return cache
 
 
 class Block(nn.Module):
@@ -267,11 +304,11 @@ class Block(nn.Module):
         super().__init__()
         d, f = config.d_model, config.mlp_dim
         self.config = config
-        self.ln_weight, self.ln_bias = _stacked(members, d), _stacked(members, d)
-        self.in_weight = _stacked(members, 3 * d + f, d)
-        self.fc_in_bias = _stacked(members, f)
-        self.out_weight = _stacked(members, d, d)
-        self.fc_out_weight, self.fc_out_bias = _stacked(members, d, f), _stacked(members, d)
+        self.ln_weight, self.ln_bias = stacked(members, d), stacked(members, d)
+        self.in_weight = stacked(members, 3 * d + f, d)
+        self.fc_in_bias = stacked(members, f)
+        self.out_weight = stacked(members, d, d)
+        self.fc_out_weight, self.fc_out_bias = stacked(members, d, f), stacked(members, d)
 
     k_weight = property(lambda self: self.in_weight[:, : self.config.d_model])
     v_weight = property(lambda self: self.in_weight[:, self.config.d_model : 2 * self.config.d_model])
@@ -352,10 +389,10 @@ class PosymModel(nn.Module):
         self.config, self.members = config, members
         d = config.d_model
         self.position = position_schemes.build(config)
-        self.wte = _stacked(members, config.vocab_size, d)
+        self.wte = stacked(members, config.vocab_size, d)
         self.blocks = nn.ModuleList(Block(config, members) for _ in range(config.n_layer))
-        self.ln_f_weight, self.ln_f_bias = _stacked(members, d), _stacked(members, d)
-        self.lm_head_weight, self.lm_head_bias = _stacked(members, config.vocab_size, d), _stacked(members, config.vocab_size)
+        self.ln_f_weight, self.ln_f_bias = stacked(members, d), stacked(members, d)
+        self.lm_head_weight, self.lm_head_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     # ---- initialisation: HF GPT-J's _init_weights, one generator per member
     def initialise(self, seeds: list[int]) -> "PosymModel":

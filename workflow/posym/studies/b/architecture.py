@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import positions as position_schemes
-from ...model import Hook, MemberDropout, attention, embed_members, layer_hook, with_member_axis
+from ...model import Hook, MemberDropout, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
@@ -95,10 +95,6 @@ class EncoderConfig:
         return asdict(self)
 
 
-def _stacked(members: int, *shape: int) -> nn.Parameter:
-    return nn.Parameter(torch.empty(members, *shape))
-
-
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (S, ..., in) times each member's weight (S, out, in), plus bias (S, out)."""
     flat = x.reshape(x.shape[0], -1, x.shape[-1])
@@ -130,25 +126,25 @@ class EncoderLayer(nn.Module):
         super().__init__()
         d, f, S = config.d_model, config.d_mlp, members
         self.config = config
-        self.ln1_weight, self.ln1_bias = _stacked(S, d), _stacked(S, d)
+        self.ln1_weight, self.ln1_bias = stacked(S, d), stacked(S, d)
         if config.attention == "standard":
-            self.q_weight, self.q_bias = _stacked(S, d, d), _stacked(S, d)
-            self.kv_weight, self.kv_bias = _stacked(S, 2 * d, d), _stacked(S, 2 * d)  # rows: k then v
-            self.out_weight, self.out_bias = _stacked(S, d, d), _stacked(S, d)
+            self.q_weight, self.q_bias = stacked(S, d, d), stacked(S, d)
+            self.kv_weight, self.kv_bias = stacked(S, 2 * d, d), stacked(S, 2 * d)  # rows: k then v
+            self.out_weight, self.out_bias = stacked(S, d, d), stacked(S, d)
             scheme = position_schemes.get(config.position)
             self.position = position_schemes.build(config, members) if scheme.attends else position_schemes.NoPE()
         else:
             c, dh = config.mla_latent, config.head_dim
-            self.dkv_weight, self.dq_weight = _stacked(S, c, d), _stacked(S, c, d)
-            self.uk_weight, self.uv_weight, self.uq_weight = _stacked(S, d, c), _stacked(S, d, c), _stacked(S, d, c)
-            self.kr_weight, self.qr_weight = _stacked(S, dh, d), _stacked(S, dh, c)
-            self.out_weight = _stacked(S, d, d)
+            self.dkv_weight, self.dq_weight = stacked(S, c, d), stacked(S, c, d)
+            self.uk_weight, self.uv_weight, self.uq_weight = stacked(S, d, c), stacked(S, d, c), stacked(S, d, c)
+            self.kr_weight, self.qr_weight = stacked(S, dh, d), stacked(S, dh, c)
+            self.out_weight = stacked(S, d, d)
             self.position = (
                 position_schemes.AuthorsMlaRope(dh, config.rope_base) if config.mla_rope == "authors" else position_schemes.Rope(dh, dh, config.rope_base)
             )
-        self.ln2_weight, self.ln2_bias = _stacked(S, d), _stacked(S, d)
-        self.fc1_weight, self.fc1_bias = _stacked(S, f, d), _stacked(S, f)
-        self.fc2_weight, self.fc2_bias = _stacked(S, d, f), _stacked(S, d)
+        self.ln2_weight, self.ln2_bias = stacked(S, d), stacked(S, d)
+        self.fc1_weight, self.fc1_bias = stacked(S, f, d), stacked(S, f)
+        self.fc2_weight, self.fc2_bias = stacked(S, d, f), stacked(S, d)
 
     k_weight = property(lambda self: self.kv_weight[:, : self.config.d_model])
     v_weight = property(lambda self: self.kv_weight[:, self.config.d_model :])
@@ -207,21 +203,21 @@ class EncoderLayer(nn.Module):
         return q, k, v
 
 
-class Encoder(nn.Module):
+class Encoder(PackedByName):
     """``members`` independent encoders evaluated together; ids (B, T) or (S, B, T) give logits (B, C) or (S, B, C)."""
 
     def __init__(self, config: EncoderConfig, members: int = 1):
         super().__init__()
         self.config, self.members = config, members
         d = config.d_model
-        self.wte = _stacked(members, config.vocab_size, d)
+        self.wte = stacked(members, config.vocab_size, d)
         scheme = position_schemes.get(config.position)
         self.position = position_schemes.build(config, members) if scheme.embeds else position_schemes.NoPE()
         self.blocks = nn.ModuleList(EncoderLayer(config, members) for _ in range(config.n_layer))
         if config.final_layer_norm:
-            self.lnf_weight, self.lnf_bias = _stacked(members, d), _stacked(members, d)
+            self.lnf_weight, self.lnf_bias = stacked(members, d), stacked(members, d)
         # Classes are label ids over the vocabulary's size, as the authors' fc_out.
-        self.head_weight, self.head_bias = _stacked(members, config.vocab_size, d), _stacked(members, config.vocab_size)
+        self.head_weight, self.head_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     # ---- initialisation: PyTorch's defaults, one generator per member
     def initialise(self, seeds: list[int]) -> "Encoder":
@@ -298,39 +294,10 @@ class Encoder(nn.Module):
             pooled = (x * weights).sum(2) / weights.sum(2)
         return _linear(pooled, self.head_weight, self.head_bias)
 
-    @torch.no_grad()
-    def run_with_cache(self, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
-        """Forward pass returning the tensors at the named hook points (member axis kept)."""
-        cache: dict[str, torch.Tensor] = {}
-        self(ids, hooks={n: (lambda t, n=n: cache.__setitem__(n, t.detach())) for n in names})
-        missing = set(names) - set(cache)
-        if missing:
-            raise KeyError(f"no such hook points: {sorted(missing)}")
-        return cache
-
-    def member(self, m: int) -> "Encoder":
-        """A single-member copy of member m."""
-        single = Encoder(self.config, members=1)
-        single.load_checkpoint_tensors(self.checkpoint_tensors(m))
-        return single.to(self.wte.device)
-
     # ---- training and checkpoints (the interface of posym.architectures)
     def decays(self, name: str) -> bool:
         """The authors' AdamW(model.parameters()) decays every parameter."""
         return True
-
-    def checkpoint_tensors(self, m: int = 0) -> dict[str, torch.Tensor]:
-        return {name: param[m].detach().clone().contiguous() for name, param in self.named_parameters()}
-
-    def load_checkpoint_tensors(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
-        params = dict(self.named_parameters())
-        if set(state) != set(params):
-            raise ValueError(f"checkpoint tensors differ from the model's: missing {sorted(set(params) - set(state))}, unexpected {sorted(set(state) - set(params))}")
-        with torch.no_grad():
-            for name, param in params.items():
-                if state[name].shape != param.shape[1:]:
-                    raise ValueError(f"{name}: checkpoint shape {tuple(state[name].shape)}, model {tuple(param.shape[1:])}")
-                param[m].copy_(state[name])
 
     def checkpoint_config(self) -> dict:
         return {"posym": {"study": "b", "model": self.config.to_dict()}}

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import positions as position_schemes
-from ...model import Hook, attention, embed_members, layer_hook, with_member_axis
+from ...model import Hook, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
 
 POSITIONS = ("learned", "rope_rotate_half", "nope")
 
@@ -81,10 +81,6 @@ class AttentionOnlyConfig:
         return asdict(self)
 
 
-def _stacked(members: int, *shape: int) -> nn.Parameter:
-    return nn.Parameter(torch.empty(members, *shape))
-
-
 class Layer(nn.Module):
     """x + Attn(LN(x)); q, k, v one (3d × d) weight per member, rows q, k, v (head-major within each)."""
 
@@ -92,9 +88,9 @@ class Layer(nn.Module):
         super().__init__()
         d = config.d_model
         self.config = config
-        self.ln_weight, self.ln_bias = _stacked(members, d), _stacked(members, d)
-        self.qkv_weight, self.qkv_bias = _stacked(members, 3 * d, d), _stacked(members, 3 * d)
-        self.out_weight, self.out_bias = _stacked(members, d, d), _stacked(members, d)
+        self.ln_weight, self.ln_bias = stacked(members, d), stacked(members, d)
+        self.qkv_weight, self.qkv_bias = stacked(members, 3 * d, d), stacked(members, 3 * d)
+        self.out_weight, self.out_bias = stacked(members, d, d), stacked(members, d)
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
@@ -111,18 +107,18 @@ class Layer(nn.Module):
         return x + torch.baddbmm(self.out_bias[:, None], z, self.out_weight.transpose(1, 2)).view(S, B, T, D)
 
 
-class AttentionOnly(nn.Module):
+class AttentionOnly(PackedByName):
     """``members`` independent attention-only models; ids (B, T) or (S, B, T) give logits (…, T, V) at every position."""
 
     def __init__(self, config: AttentionOnlyConfig, members: int = 1):
         super().__init__()
         self.config, self.members = config, members
         d = config.d_model
-        self.wte = _stacked(members, config.vocab_size, d)
+        self.wte = stacked(members, config.vocab_size, d)
         self.position = position_schemes.build(config, members)
         self.blocks = nn.ModuleList(Layer(config, members) for _ in range(config.n_layer))
-        self.ln_f_weight, self.ln_f_bias = _stacked(members, d), _stacked(members, d)
-        self.unembed_weight, self.unembed_bias = _stacked(members, config.vocab_size, d), _stacked(members, config.vocab_size)
+        self.ln_f_weight, self.ln_f_bias = stacked(members, d), stacked(members, d)
+        self.unembed_weight, self.unembed_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     def initialise(self, seeds: list[int]) -> "AttentionOnly":
         if len(seeds) != self.members:
@@ -172,37 +168,10 @@ class AttentionOnly(nn.Module):
         heads = weights.view(S, L, 3, c.n_head, c.head_dim, c.d_model).transpose(-1, -2)  # (S, L, 3, H, d, dh)
         return heads[:, :, 0], heads[:, :, 1]
 
-    @torch.no_grad()
-    def run_with_cache(self, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
-        cache: dict[str, torch.Tensor] = {}
-        self(ids, hooks={n: (lambda t, n=n: cache.__setitem__(n, t.detach())) for n in names})
-        missing = set(names) - set(cache)
-        if missing:
-            raise KeyError(f"no such hook points: {sorted(missing)}")
-        return cache
-
-    def member(self, m: int) -> "AttentionOnly":
-        single = AttentionOnly(self.config, members=1)
-        single.load_checkpoint_tensors(self.checkpoint_tensors(m))
-        return single.to(self.wte.device)
-
     # ---- training and checkpoints (the interface of posym.architectures)
     def decays(self, name: str) -> bool:
         """AdamW(model.parameters(), weight_decay=...) as a TransformerLens training loop: every parameter decays."""
         return True
-
-    def checkpoint_tensors(self, m: int = 0) -> dict[str, torch.Tensor]:
-        return {name: param[m].detach().clone().contiguous().cpu() for name, param in self.named_parameters()}
-
-    def load_checkpoint_tensors(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
-        params = dict(self.named_parameters())
-        if set(state) != set(params):
-            raise ValueError(f"checkpoint tensors differ from the model's: missing {sorted(set(params) - set(state))}, unexpected {sorted(set(state) - set(params))}")
-        with torch.no_grad():
-            for name, param in params.items():
-                if state[name].shape != param.shape[1:]:
-                    raise ValueError(f"{name}: checkpoint shape {tuple(state[name].shape)}, model {tuple(param.shape[1:])}")
-                param[m].copy_(state[name])
 
     def checkpoint_config(self) -> dict:
         return {"posym": {"study": "c", "model": self.config.to_dict()}}
