@@ -107,6 +107,22 @@ def test_the_model_heads_are_its_qk_weights_and_rotate_half_matches_the_numpy_ro
     assert np.allclose(scheme.rotate(rows, at).numpy(), expected, atol=1e-5)
 
 
+
+def test_the_head_features_read_the_penalised_matrix_and_the_previous_token_attention():
+    """As the authors' weight_metrics / evaluate: the fingerprint of the raw W_Q W_Kᵀ, prev over the later queries."""
+    section = settings()
+    model = model_config(section["task"]["vocab_size"], training.arm_model_settings(section, "rope_sym")).build(1).initialise([5])
+    heads = training.head_features(model, section)
+    W_Q, W_K = (w[0].detach().double().numpy() for w in model.qk_weights())
+    for row in heads.itertuples():
+        assert row.dir_frac == pytest.approx(qk.head_fingerprint(W_Q[row.layer, row.head], W_K[row.layer, row.head])["dir_frac"])
+    tokens, _ = training.random_map_batch(16, 32, 64, 0.9, [section["eval"]["seed"]])
+    pattern = model.run_with_cache(torch.as_tensor(tokens), ["blocks.1.attn.hook_pattern"])["blocks.1.attn.hook_pattern"][0]
+    queries = torch.arange(16, 32)  # a 32-token sequence: the second half
+    expected = pattern[:, 0, queries, queries - 1].mean()
+    assert heads.set_index(["layer", "head"]).loc[(1, 0), "prev"] == pytest.approx(float(expected), rel=1e-5)
+    assert heads["is_prev"].sum() == 1 and heads.loc[heads["is_prev"], "prev"].iloc[0] == heads["prev"].max()
+
 # ------------------------------------------------------------------------------------------------- training
 
 
@@ -170,13 +186,22 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     contrasts = formation.contrasts(runs, section).set_index("contrast")
     assert contrasts.loc["P1", "p"] == pytest.approx(1 / 252) and contrasts.loc["P3", "shift"] == 1200
     assert (contrasts["q"] >= contrasts["p"]).all() and list(contrasts.index) == ["P1", "P2", "P3", "P4"]
-    measured = formation.measure(runs, section)
+    full = posym_config.deep_merge(section, {"train": {"stop_after_formation": None}})  # every seed trains max_steps
+    measured = formation.measure(runs, full)
     assert measured["passed"].all() and len(measured) == 7
     verdicts = formation.claims(measured)
     assert (verdicts["verdict"] == "pass").all() and (verdicts["claim"] == "C-4").all()
     worse = runs.assign(final_ce_pred=np.where(runs["arm"] == "ape_sym", 0.9, 0.5), prev_dir_frac=0.3)
-    failed = formation.measure(worse, section).set_index("check")["passed"]
-    assert not failed["final ce_pred: ape_sym − ape_free (nats)"] and not failed["RoPE sym prev head: dir_frac (mean over seeds)"]
+    failed = formation.measure(worse, full).set_index("check")["passed"]
+    end_state = ["final ce_pred: ape_sym − ape_free (nats)", "RoPE sym prev head: dir_frac (mean over seeds)"]
+    assert not failed[end_state].any()
+    # seeds that stop after forming end early: the end-of-training checks are shown, not judged
+    early = formation.measure(worse, section).set_index("check")
+    end_state = [check for check in early.index if check.startswith("final ce_pred")] + end_state[1:]
+    assert len(end_state) == 4 and early.loc[end_state, "passed"].isna().all() and early["passed"].notna().sum() == 3
+    assert early.loc[end_state, "threshold"].str.contains("not judged").all()
+    shown = formation.claims(early.reset_index()).set_index("check")["verdict"]
+    assert (shown[end_state] == "not tested").all() and (shown.drop(end_state) == "pass").all()
     # a seed that never forms counts one evaluation past the cap
     censored = runs.assign(formation_step=np.where((runs["arm"] == "ape_sym") & (runs["seed"] == 0), np.nan, runs["formation_step"]))
     row = formation.table4(censored, section).set_index("arm").loc["ape_sym"]
@@ -208,10 +233,15 @@ def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
     assert jobs == {"c_train": arms, "c_formation": 1, "c_notebook_training": 1}
     snakemake(workdir, target, configfiles=CONFIG_MATRIX["c"])
     claims = pd.read_csv(workdir / "results" / "c" / "tables" / "claims_C4.csv")
-    assert len(claims) >= 5 and set(claims["verdict"]) <= {"pass", "fail"}
+    # the tiny config's seeds stop after forming: the four end-of-training checks are shown, not judged
+    assert len(claims) == 7 and (claims["verdict"] == "not tested").sum() == 4
+    assert set(claims["verdict"]) <= {"pass", "fail", "not tested"}
     assert (workdir / "results" / "c" / "figures" / "fig5.png").is_file()
     more = tmp_path / "more.yaml"
     more.write_text("c:\n  training:\n    claims:\n      ce_tolerance: 0.3\n")
     rerun = planned_jobs(snakemake(workdir, "-n", target, configfiles=[*CONFIG_MATRIX["c"], more]))
-    # every job reads the training section, so each arm's job reruns, but from its finished checkpoints
-    assert rerun.get("c_formation") == 1
+    assert rerun == {"c_formation": 1, "c_notebook_training": 1}  # the arms' jobs do not read the thresholds
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text("c:\n  training:\n    run: [ape_free, rope_free]\n")
+    rerun = planned_jobs(snakemake(workdir, "-n", target, configfiles=[*CONFIG_MATRIX["c"], fewer]))
+    assert rerun == {"c_formation": 1, "c_notebook_training": 1}  # nor the list of arms

@@ -40,10 +40,12 @@ B_JOBS = {
     "report": 1,
     "all": 1,
 }
-#: tests/configs/c.yaml runs paper C alone: two analyses from the vendored cache and random heads, and the constrained
-#: toy training (claim C-4): one job per arm of config.yaml's c.training.run, and their gathering.
+#: tests/configs/c.yaml runs paper C alone: two analyses from the vendored cache and random heads, the constrained
+#: toy training (claim C-4): one job per arm of config.yaml's c.training.run, and their gathering; and one real-model
+#: job on the tiny GGUF (converted once), gathered.
 C_JOBS = {"c_published": 1, "c_checks": 1, "c_notebook_published": 1, "c_notebook_checks": 1, "report": 1, "all": 1,
-          "c_train": 5, "c_formation": 1, "c_notebook_training": 1}  # fmt: skip
+          "c_train": 5, "c_formation": 1, "c_notebook_training": 1,
+          "convert_model": 1, "c_real_model": 1, "c_real_models_gather": 1, "c_notebook_real_models": 1}  # fmt: skip
 #: The configs that run one study alone, by the jobs they plan (not a variant of the tiny config's DAG).
 ALONE = {"b": B_JOBS, "c": C_JOBS}
 

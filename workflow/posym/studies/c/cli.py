@@ -19,9 +19,8 @@ log = logging.getLogger("posym.c")
 STUDY = "c"
 #: The tables ``posym c published`` writes, by option (--out-<name>).
 PUBLISHED = ("table1", "table2", "table3", "fig2a", "permutation", "ablation")
-#: The tables ``posym c real-model`` writes per model (--out-<name>), and those gathered over the models.
+#: The tables ``posym c real-model`` writes per model (--out-<name>), each with a ``model`` column.
 REAL_MODEL = ("heads", "summary", "correlations", "kcomp")
-REAL_MODEL_GATHERED = ("heads", "summary", "correlations")
 
 
 def cmd_published(args) -> None:
@@ -113,7 +112,8 @@ def cmd_formation(args) -> None:
     write_csv(args.out_contrasts, formation.contrasts(tables["runs"], section))
     measured = formation.measure(tables["runs"], section)
     write_csv(args.out_claims, measured)
-    log.info("C-4: %d of %d checks pass", int(measured["passed"].sum()), len(measured))
+    judged = measured["passed"].dropna()
+    log.info("C-4: %d of %d checks judged pass (%d not judged)", int(judged.astype(bool).sum()), len(judged), len(measured) - len(judged))
 
 
 def cmd_real_model(args) -> None:
@@ -137,9 +137,10 @@ def cmd_real_model(args) -> None:
 def cmd_real_models_gather(args) -> None:
     import pandas as pd
 
-    for name in ("heads", "summary", "correlations"):
-        tables = [pd.read_csv(path).assign(model=path.parent.name) if name == "correlations" else pd.read_csv(path) for path in getattr(args, name)]
-        write_csv(getattr(args, f"out_{name}"), pd.concat(tables, ignore_index=True))
+    for name in REAL_MODEL:
+        paths = getattr(args, name)
+        write_csv(getattr(args, f"out_{name}"), pd.concat([pd.read_csv(path) for path in paths], ignore_index=True))
+    log.info("%d models gathered", len(args.summary))
 
 
 def _add_real_model_commands(sub) -> None:
@@ -154,7 +155,7 @@ def _add_real_model_commands(sub) -> None:
 
     s = sub.add_parser("real-models-gather", help="the per-model tables of `posym c real-model` in one of each")
     s.add_argument("--threads", type=int, help="unused")
-    for name in REAL_MODEL_GATHERED:
+    for name in REAL_MODEL:
         s.add_argument(f"--{name}", type=Path, nargs="+", required=True, help=f"the per-model {name} tables")
         s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the {name} table of every model (.csv)")
     s.set_defaults(func=cmd_real_models_gather)

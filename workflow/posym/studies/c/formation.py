@@ -66,8 +66,15 @@ def contrasts(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
 
 
 def measure(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
-    """Claim C-4's checks as rows ``check, measured, threshold, kind, passed`` (kind: order, min, max)."""
+    """Claim C-4's checks as rows ``check, measured, threshold, kind, passed`` (kind: order, min, max).
+
+    Two checks judge the end of training: every arm's final ce_pred against its free arm (the capability floor)
+    and the sym-RoPE prev head's dir_frac (how hard the penalty is enforced); the paper reads both after its
+    6000 steps. Where seeds stop ``train.stop_after_formation`` steps after forming, they end at different,
+    earlier steps, so these two are measured and shown but not judged (``passed`` None: "not tested")."""
     thresholds = training["claims"]
+    margin = training["train"]["stop_after_formation"]
+    at_the_end = None if margin is None else f" - not judged: seeds stop {margin} steps after forming, the paper reads the end of its {paper.TRAINING_STEPS} steps"
     runs = runs.assign(steps=censored_steps(runs, training))
     median = runs.groupby("arm")["steps"].median()
     mean = runs.groupby("arm")["steps"].mean()
@@ -94,18 +101,30 @@ def measure(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
             continue
         gap = final[arm] - final[reference]
         add(f"final ce_pred: {arm} − {reference} (nats)", f"{gap:+.3f} ({final[arm]:.3f} vs {final[reference]:.3f})",
-            f"|gap| ≤ {thresholds['ce_tolerance']:g}", "max", bool(abs(gap) <= thresholds["ce_tolerance"]))  # fmt: skip
+            f"|gap| ≤ {thresholds['ce_tolerance']:g}{at_the_end or ''}", "max", None if at_the_end else bool(abs(gap) <= thresholds["ce_tolerance"]))  # fmt: skip
     sym = runs[runs["arm"] == "rope_sym"]
     if len(sym):
         imag, direction = sym["prev_rope_imag_frac"].mean(), sym["prev_dir_frac"].mean()
         add("RoPE sym prev head: rope_imag_frac (mean over seeds)", f"{imag:.3f} (paper {paper.SYM_PREV_HEAD['rope_imag_frac']})",
             f"≥ {thresholds['sym_prev_imag_frac']:g}", "min", bool(imag >= thresholds["sym_prev_imag_frac"]))  # fmt: skip
         add("RoPE sym prev head: dir_frac (mean over seeds)", f"{direction:.4f} (paper ≈ {paper.SYM_PREV_HEAD['dir_frac']})",
-            f"≤ {thresholds['sym_prev_dir_frac']:g}", "max", bool(direction <= thresholds["sym_prev_dir_frac"]))  # fmt: skip
+            f"≤ {thresholds['sym_prev_dir_frac']:g}{at_the_end or ''}", "max", None if at_the_end else bool(direction <= thresholds["sym_prev_dir_frac"]))  # fmt: skip
     return pd.DataFrame(rows, columns=["check", "measured", "threshold", "kind", "passed"])
 
 
 def claims(measured: pd.DataFrame) -> pd.DataFrame:
     """Claim C-4's verdict rows from :func:`measure`'s table."""
-    rows = [verdicts.row("C-4", r["check"], str(r["measured"]), str(r["threshold"]), bool(r["passed"]), source=SOURCE) for _, r in measured.iterrows()]
+    rows = [
+        verdicts.row("C-4", r["check"], str(r["measured"]), str(r["threshold"]), None if _untested(r["passed"]) else _true(r["passed"]), source=SOURCE)
+        for _, r in measured.iterrows()
+    ]
     return pd.DataFrame(rows, columns=verdicts.COLUMNS)
+
+
+def _untested(passed) -> bool:
+    """A check not judged: None in :func:`measure`'s table, an empty cell once it went through a CSV file."""
+    return passed is None or (isinstance(passed, float) and np.isnan(passed)) or passed == ""
+
+
+def _true(passed) -> bool:
+    return passed is True or str(passed) == "True"

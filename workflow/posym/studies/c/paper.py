@@ -78,6 +78,8 @@ ABLATION = {
 #: "For 92-99 % of heads, |ΔInd| < 0.01."
 SMALL_EFFECT_SHARE = (0.92, 0.99)
 
+#: The constrained training's steps per run (spec §C6): what "final" means in its end-of-training values.
+TRAINING_STEPS = 6000
 #: Table 4 / Fig 5 (constrained training, spec §C6): formation step mean ± sd over n seeds, by arm.
 FORMATION = {
     "ape_free": (600, 0, 5),

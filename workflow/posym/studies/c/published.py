@@ -108,16 +108,22 @@ def top_k_percentile(frame: pd.DataFrame, k: int = 5) -> tuple[float, list[str]]
 # ------------------------------------------------------------------------------------------------- tables
 
 
-def table1(gpt2: pd.DataFrame) -> pd.DataFrame:
-    """Spearman ρ of each metric with each head score on GPT-2's 144 heads; BH-FDR over the table's 12 cells."""
+def spearman_table(frame: pd.DataFrame, metrics, scores) -> pd.DataFrame:
+    """Spearman ρ of each metric with each head score over a model's heads, BH-FDR (q < 0.05) over the cells."""
     rows = []
-    for metric in TABLE1_METRICS:
-        for score in TABLE1_SCORES:
-            result = stats.spearmanr(gpt2[metric], gpt2[score])
+    for metric in metrics:
+        for score in scores:
+            result = stats.spearmanr(frame[metric], frame[score])
             rows.append({"metric": metric, "score": score, "rho": float(result.statistic), "p": float(result.pvalue)})
     table = pd.DataFrame(rows)
     reject, q, _, _ = multipletests(table["p"], alpha=0.05, method="fdr_bh")
     table["q"], table["significant"] = q, reject
+    return table
+
+
+def table1(gpt2: pd.DataFrame) -> pd.DataFrame:
+    """Spearman ρ of each metric with each head score on GPT-2's 144 heads; BH-FDR over the table's 12 cells."""
+    table = spearman_table(gpt2, TABLE1_METRICS, TABLE1_SCORES)
     keys = list(zip(table["metric"], table["score"]))
     table["rho (paper)"] = [paper.TABLE1[key] for key in keys]
     table["significant (paper)"] = [key not in paper.TABLE1_NS for key in keys]

@@ -57,3 +57,5 @@ rule c_checks:
 include: "training.smk"
 # posym's own question on the heads of papers A and B: its jobs exist only where study a (or b) runs too.
 include: "our_heads.smk"
+# Paper C on real language models: jobs exist for the names c.real_models.models gives.
+include: "real_models.smk"

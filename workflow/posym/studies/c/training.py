@@ -456,15 +456,23 @@ def member_outputs(training: Mapping, arm: str, seed: int, out: Path, device: st
     return row, curve, heads
 
 
+#: The first query position the prev score reads (the authors' evaluate() skips the first 64, "warmup positions").
+PREV_FROM = 64
+
+
 @torch.no_grad()
 def head_features(model: AttentionOnly, training: Mapping) -> pd.DataFrame:
-    """Every head's prev score (mean attention on the previous token over the evaluation stream's positions ≥ 1)
-    and its fingerprint (posym.qk_fingerprint, float64): dir_frac and D_head of M_eff = C (γ∘W_Q)(γ∘W_K)ᵀ C (LN
-    weight γ folded, centred: spec §C1), and the RoPE features of the folded weights under the rotate-half pairing
-    (for an APE model: a placebo pairing of the same dims, spec §C4)."""
+    """Every head's prev score and its fingerprint, as the authors' ``evaluate`` and ``weight_metrics``
+    (p10_training_intervention.py) read them: prev = the mean attention on the previous token of the queries at
+    positions ≥ :data:`PREV_FROM` (half the sequence when it is shorter) over the evaluation stream; dir_frac,
+    D_head and the RoPE features (posym.qk_fingerprint, float64) of the head's own W_Q W_Kᵀ, the matrix the
+    penalties constrain (no LayerNorm folded in: the toy model's gains are its own parameters), rotate-half
+    pairs (for an APE model a placebo pairing of the same dims, spec §C4). ``is_prev`` marks the head with the
+    highest prev score."""
     task, config = training["task"], model.config
     tokens, _ = random_map_batch(training["eval"]["sequences"], task["length"], task["vocab_size"], task["map_probability"], [training["eval"]["seed"]])
     ids = torch.as_tensor(tokens, device=model.wte.device)
+    queries = torch.arange(min(PREV_FROM, ids.shape[1] // 2), ids.shape[1], device=ids.device)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(config.n_layer)]
     prev = torch.zeros(config.n_layer, config.n_head, dtype=torch.float64)
     chunk = training["eval"]["batch_size"]
@@ -472,16 +480,14 @@ def head_features(model: AttentionOnly, training: Mapping) -> pd.DataFrame:
         cache = model.run_with_cache(ids[start : start + chunk], names)
         for layer, name in enumerate(names):
             pattern = cache[name][0]  # (B, H, T, T)
-            prev[layer] += pattern.diagonal(offset=-1, dim1=-2, dim2=-1).sum((0, 2)).double().cpu()
-    prev /= len(ids) * (ids.shape[1] - 1)
-    W_Q, W_K = (w[0].double().cpu().numpy() for w in model.qk_weights())  # (L, H, d, dh)
-    centre = qk.centring(config.d_model)
+            prev[layer] += pattern[:, :, queries, queries - 1].sum((0, 2)).double().cpu()
+    prev /= len(ids) * len(queries)
+    W_Q, W_K = (w[0].detach().double().cpu().numpy() for w in model.qk_weights())  # (L, H, d, dh)
     rows = []
     for layer in range(config.n_layer):
-        gamma = model.blocks[layer].ln_weight[0].double().cpu().numpy()[:, None]
         for head in range(config.n_head):
-            q, k = gamma * W_Q[layer, head], gamma * W_K[layer, head]
-            metrics = qk.head_fingerprint(q, k, centre)
+            q, k = W_Q[layer, head], W_K[layer, head]
+            metrics = qk.head_fingerprint(q, k)
             rope = qk.rope_features(q, k, config.rotary, "rotate_half", config.rope_base)
             rows.append({"layer": layer, "head": head, "prev": float(prev[layer, head]), "dir_frac": metrics["dir_frac"], "D_head": metrics["D_head"], **rope})
     frame = pd.DataFrame(rows)

@@ -5,6 +5,18 @@
 # Imports nothing heavy: the training code (torch) loads in the job.
 C_TRAINING = f"{C}/training"
 C_ARMS = config["c"]["training"]["run"]
+# An arm's job reads neither the list of arms run nor C-4's thresholds: adding an arm or editing a threshold reruns
+# only what reads it.
+C_TRAIN_SETTINGS = json.dumps(
+    {
+        "training": {
+            k: v
+            for k, v in config["c"]["training"].items()
+            if k not in ("run", "claims")
+        }
+    },
+    sort_keys=True,
+)
 
 
 wildcard_constraints:
@@ -30,7 +42,8 @@ rule c_train:
         gpu=int(config["c"]["training"]["train"]["device"] != "cpu"),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        **posym("c train", settings=("c", "training"), wildcards=("arm",)),
+        job=posym("c train", wildcards=("arm",))["job"],
+        settings=shlex.join(["--settings", C_TRAIN_SETTINGS]),
     shell:
         JOB
 
