@@ -42,6 +42,7 @@ def test_the_fingerprint_equals_dense_linear_algebra(d):
         off = scores[~np.eye(50, dtype=bool)]
         expected = (np.diag(scores).mean() - off.mean()) / np.sqrt(np.mean(scores**2))
         assert qk.self_match(low, W_E) == pytest.approx(expected, abs=1e-10)
+        assert qk.self_match(low, qk.EmbeddingMoments.of(W_E, rows=7)) == pytest.approx(expected, abs=1e-10)  # in chunks
 
 
 def test_symmetric_and_rotation_heads_sit_at_the_ends_of_the_scales():

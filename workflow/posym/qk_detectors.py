@@ -107,13 +107,13 @@ def static_table(model, draws: int = 300, null_base: int = 0) -> pd.DataFrame:
     + h), self_match over the embedding, and the RoPE features at the layer's base (rotary models)."""
     geo = Geometry.of(model)
     centre = qk.centring(geo.d_model) if geo.layer_norm else None
-    W_E = _numpy(model.W_E)
+    embedding = qk.EmbeddingMoments.of(model.W_E.detach().cpu().numpy())
     rows = []
     for layer in range(geo.n_layers):
         for head in range(geo.n_heads):
             W_Q, W_K = head_weights(model, layer, head)
             row = {"layer": layer, "head": head, **qk.with_null(W_Q, W_K, qk.null_seed(layer, head, null_base), draws, centre)}
-            row["self_match"] = qk.self_match(qk.LowRank.of(W_Q, W_K, centre), W_E)
+            row["self_match"] = qk.self_match(qk.LowRank.of(W_Q, W_K, centre), embedding)
             if geo.rotary:
                 row |= qk.rope_features(W_Q, W_K, geo.rotary_dim, geo.pairing, geo.bases[layer])
             rows.append(row)
@@ -280,15 +280,16 @@ def ablation_hooks(model, layer: int, heads: int | Sequence[int], mode: str) -> 
         return hook
 
     def ablate(scores, hook):
+        # The term is computed in float32 whatever the model's dtype (a bfloat16 model's norms hand on float32).
         if geo.qk_norm:  # the normalised queries and keys RoPE rotates
-            q = attn._apply_qk_norm(stored["q"], attn.q_norm)
-            k = attn._apply_qk_norm(stored["k"], attn.k_norm)
+            q = attn._apply_qk_norm(stored["q"], attn.q_norm).float()
+            k = attn._apply_qk_norm(stored["k"], attn.k_norm).float()
         else:
-            n = stored["n"]
-            q = torch.einsum("bpd,hde->bphe", n, attn.W_Q[heads])  # no bias: biases are untouched
-            k = torch.einsum("bpd,hde->bphe", n, attn.W_K[heads])
+            n = stored["n"].float()
+            q = torch.einsum("bpd,hde->bphe", n, attn.W_Q[heads].float())  # no bias: biases are untouched
+            k = torch.einsum("bpd,hde->bphe", n, attn.W_K[heads].float())
         positions = scores.shape[-1]
-        tables = _pair_tables(model, layer, positions) if mode == "rope" else None
+        tables = tuple(t.float() for t in _pair_tables(model, layer, positions)) if mode == "rope" else None
         mask = torch.ones(positions, positions, dtype=torch.bool, device=scores.device).tril()
         scores = scores.clone()
         for index, head in enumerate(heads):

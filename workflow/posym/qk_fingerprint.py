@@ -89,16 +89,41 @@ def content_pos_frac(M: LowRank | np.ndarray) -> float:
     return float(eigenvalues[eigenvalues > 0].sum() / np.abs(eigenvalues).sum())
 
 
-def self_match(M: LowRank, W_E: np.ndarray) -> float:
-    """(mean diagonal − mean off-diagonal) / RMS of the token-token scores W_E M W_Eᵀ, through the rank-k core."""
-    W_E = np.asarray(W_E, np.float64)
-    left, right = (W_E @ M.U) * M.S, W_E @ M.V  # scores = left @ right.T, never formed (V x V)
-    n = len(W_E)
-    diagonal = np.einsum("ik,ik->i", left, right)
-    total = float(left.sum(0) @ right.sum(0))
-    squares = float(np.sum((left.T @ left) * (right.T @ right)))
-    off_diagonal_mean = (total - diagonal.sum()) / (n * n - n)
-    return float((diagonal.mean() - off_diagonal_mean) / np.sqrt(squares / (n * n)))
+@dataclass(frozen=True)
+class EmbeddingMoments:
+    """What :func:`self_match` needs of an embedding W_E (n × d), whatever its vocabulary: the Gram matrix
+    W_Eᵀ W_E (d × d), the column sums 1ᵀ W_E and n. Made once per model (a V × d pass), then every head costs
+    O(d²k)."""
+
+    gram: np.ndarray
+    sums: np.ndarray
+    n: int
+
+    @classmethod
+    def of(cls, W_E: np.ndarray, rows: int = 16384) -> "EmbeddingMoments":
+        """In float64, ``rows`` tokens at a time (a 262k-token vocabulary never widens to float64 whole)."""
+        W_E = np.asarray(W_E)
+        d = W_E.shape[1]
+        gram, sums = np.zeros((d, d)), np.zeros(d)
+        for start in range(0, len(W_E), rows):
+            part = np.asarray(W_E[start : start + rows], np.float64)
+            gram += part.T @ part
+            sums += part.sum(0)
+        return cls(gram=gram, sums=sums, n=len(W_E))
+
+
+def self_match(M: LowRank, embedding: "EmbeddingMoments | np.ndarray") -> float:
+    """(mean diagonal − mean off-diagonal) / RMS of the token-token scores W_E M W_Eᵀ (never formed: V × V), from
+    the embedding's moments G = W_EᵀW_E and e = 1ᵀW_E: the diagonal sums to tr(M G), all entries to e M eᵀ, the
+    squares to tr(M G Mᵀ G); M through its rank-k factors."""
+    moments = embedding if isinstance(embedding, EmbeddingMoments) else EmbeddingMoments.of(embedding)
+    G, e, n = moments.gram, moments.sums, moments.n
+    GU, GV = G @ M.U, G @ M.V
+    diagonal_sum = float(np.sum((M.U * M.S) * GV))  # tr(U S Vᵀ G)
+    total = float(((e @ M.U) * M.S) @ (M.V.T @ e))
+    squares = float(np.sum(((M.S[:, None] * (M.V.T @ GV)) * M.S[None, :]) * (M.U.T @ GU).T))  # tr(S VᵀGV S UᵀGU)
+    off_diagonal_mean = (total - diagonal_sum) / (n * n - n)
+    return float((diagonal_sum / n - off_diagonal_mean) / np.sqrt(squares / (n * n)))
 
 
 def head_fingerprint(W_Q: np.ndarray, W_K: np.ndarray, centre: np.ndarray | None = None) -> dict[str, float]:
