@@ -44,6 +44,7 @@ def measure(model, section: Mapping) -> tuple[pd.DataFrame, dict]:
     def lap(name):
         nonlocal started
         times[f"seconds_{name}"] = round(time.perf_counter() - started, 1)
+        log.info("%s: %.1f s", name, times[f"seconds_{name}"])
         started = time.perf_counter()
 
     table = detectors.static_table(model, section["null_draws"], section["null_seed"])
@@ -247,7 +248,7 @@ def plot_plane(heads: pd.DataFrame, top_k: int = 5):
     fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.8), squeeze=False)
     dir_null, d_null = NULL_LINES
     for ax, name in zip(axes[0], models):
-        part = heads[heads["model"] == name]
+        part = heads[heads["model"] == name].sort_values("prev")  # the prev heads drawn last, on top
         top = part.nlargest(top_k, "prev")
         points = ax.scatter(part["dir_frac"], part["D_head"], c=part["prev"], cmap="viridis", s=14, vmin=0, vmax=1)
         ax.scatter(top["dir_frac"], top["D_head"], facecolors="none", edgecolors="#c0392b", s=90, lw=1.5, label=f"top-{top_k} prev heads")
