@@ -104,12 +104,15 @@ def _frame(positional_rope: float, symbolic_rope: float, kinds=("positional", "s
 
 
 def test_the_verdict_can_pass_fail_or_go_untested():
-    check = "the prediction: median rope_imag_frac of positional heads > of symbolic heads"
-    for frame, expected in ((_frame(0.7, 0.4), "pass"), (_frame(0.3, 0.5), "fail"), (_frame(0.7, 0.4, ("symbolic", "mixed")), "not tested")):
+    check = "the prediction: rope_imag_frac of positional heads > of symbolic heads"
+    # 0.5 against 0.485: a higher median (0.510 vs 0.505), but the classes overlap over their layers: not significant
+    cases = ((_frame(0.7, 0.4), "pass"), (_frame(0.3, 0.5), "fail"), (_frame(0.5, 0.485), "fail"), (_frame(0.7, 0.4, ("symbolic", "mixed")), "not tested"))
+    for frame, expected in cases:
         table = oh.verdicts(frame)
         assert table.loc[table["check"] == check, "verdict"].tolist() == [expected]
         assert (table["source"] == oh.QUESTION).all()
     assert "0.710 (n 6) vs 0.420 (n 6)" in oh.verdicts(_frame(0.7, 0.4)).iloc[0]["measured"]
+    assert oh.verdicts(_frame(0.5, 0.485)).iloc[0]["measured"].startswith("0.510 (n 6) vs 0.505 (n 6)")
 
 
 def test_the_notebook_applies_only_with_study_a_on():
