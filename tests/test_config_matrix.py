@@ -184,3 +184,10 @@ def test_the_shipped_configs_plan_the_jobs_of_the_tiny_one(workdir, tiny_jobs, v
     # they read the last checkpoint, so a run makes no validation split: train and test where the tiny one has three
     expected["split"] = tiny_jobs["split"] // 3 * 2 * seeds
     assert jobs == expected
+
+
+def test_the_offline_paper_c_config_plans_one_job_per_model(workdir):
+    """configs/paper_c_offline.yaml: each package converted once, measured by its own job, gathered, one notebook."""
+    target = "results/c/notebooks/real_models.ipynb"
+    jobs = planned_jobs(snakemake(workdir, "-n", target, configfiles=[workdir / "config.yaml", workdir / "configs" / "paper_c_offline.yaml"]))
+    assert jobs == {"convert_model": 2, "c_real_model": 2, "c_real_models_gather": 1, "c_notebook_real_models": 1}
