@@ -44,7 +44,12 @@ def test_summary_covers_every_claim_and_grades_mixed_results():
             claims.row("A-5", "number <= 0.85 at 100", "0.6", "<= 0.85", True, source=SPEC, seed=1),
         ]
     )
-    summary = claims.summary([a1, a5], CLAIMS).set_index("claim")
+    a2 = [  # judged on the one check that could be tested
+        claims.row("A-2", "spread", "1350", ">= 1000", True, source=SPEC),
+        claims.row("A-2", "order", "too few layers", "strict", None, source=SPEC),
+    ]
+    summary = claims.summary([a1, a5, pd.DataFrame(a2)], CLAIMS).set_index("claim")
+    assert summary.loc["A-2", "verdict"] == "pass" and summary.loc["A-2", "ours"] == "1 of 1 checks pass (1 not tested)"
     assert list(summary.index) == [f"A-{i}" for i in range(1, 8)]
     assert summary.loc["A-1", "verdict"] == "pass" and summary.loc["A-1", "ours"] == "2 of 2 checks pass"
     assert summary.loc["A-5", "verdict"] == "partly" and summary.loc["A-5", "ours"] == "1 of 2 checks pass"

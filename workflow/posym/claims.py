@@ -65,7 +65,8 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
 def summary(tables: Iterable[pd.DataFrame], claims: Iterable[dict]) -> pd.DataFrame:
     """One row per claim (``claims``: the study's claim rows, ``id``, ``statement``, ``paper`` and, when the
     notebook that checks it does not apply, ``applicable`` false and the ``reason``): how many checks pass and
-    the overall verdict. Only the 'all seeds' rows count where a check was run on several seeds.
+    the overall verdict, and how many checks were not tested. Only the 'all seeds' rows count where a check was run
+    on several seeds.
     """
     tables = list(tables)
     # reindex, not select: a verdict table written before a column existed (say ``source``) still counts
@@ -84,5 +85,7 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[dict]) -> pd.DataFr
         else:
             overall = "pass" if passes == len(tested) else ("fail" if passes == 0 else "partly")
             ours = f"{passes} of {len(tested)} checks pass"
+            if len(counted) > len(tested):  # a claim judged on part of its checks says so
+                ours += f" ({len(counted) - len(tested)} not tested)"
         rows.append({"claim": claim["id"], "statement": claim["statement"], "paper": claim["paper"], "ours": ours, "verdict": overall})
     return pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "verdict"])
