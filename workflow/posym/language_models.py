@@ -117,6 +117,7 @@ def load_local_model(
     if not path.is_dir():
         raise ProbeError(f"{path}: not a directory; llm.model must be a local Hugging Face model directory")
     from . import pretrained  # imports torch: only once a model is loaded (the workflow imports this module)
+    from .model import resolve_device
 
     if (path / pretrained.MANIFEST).is_file():
         manifest = pretrained.verify(path)  # a converted model (posym convert-model): refused if altered since
@@ -134,8 +135,7 @@ def load_local_model(
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True, **kwargs)
     except OSError as err:
         raise ProbeError(f"{path}: no usable safetensors weights ({err}); posym loads no pickled .bin weights") from err
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if chat_template == "on" and not has_template:
         raise ProbeError(f"{path}: the tokenizer has no chat template (use chat_template off or auto)")

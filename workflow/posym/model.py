@@ -56,6 +56,21 @@ def autocast(device: str | torch.device, precision: str):
     return torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None)
 
 
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 autocast on a GPU (the counterpart of the authors' fp16 mixed precision), fp32 on a CPU."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but no CUDA device is available")
+    return torch.device(name)
+
+
 #: ``n_positions`` of the HF config. RoPE has no length limit, but HF GPT-J precomputes its sin/cos table for this
 #: many positions (and copies it per batch row on every forward, so a huge bound costs memory). 8192 lies above
 #: every input posym evaluates (the paper's longest length-generalisation input has 5,017 tokens); for longer

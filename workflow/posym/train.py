@@ -55,7 +55,7 @@ from . import datasets
 from .evaluate import accuracy, predict
 from .files import load_tensors, write_csv, write_json
 from . import tasks
-from .model import MemberDropout, autocast, autocast_dtype
+from .model import MemberDropout, autocast, autocast_dtype, resolve_device, resolve_precision
 from .packs import PACK_SEEDS, pack_name
 from .tasks import TaskData
 
@@ -125,21 +125,6 @@ class Run:
 
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
 HOW_SETTINGS = ("device", "log_every", "pack_seeds", "deterministic")
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 autocast on a GPU (the counterpart of the authors' fp16 mixed precision), fp32 on a CPU."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested but no CUDA device is available")
-    return torch.device(name)
 
 
 #: After the linear warmup from 0: HF's linear decay to 0 (paper A) or half a cosine period to 0 (paper B's code).

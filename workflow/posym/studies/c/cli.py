@@ -73,12 +73,16 @@ def cmd_our_heads_b(args) -> None:
     log.info("%d heads; deposit head: %s", len(table), " ".join(f"L{r.layer} H{r.head}" for r in deposit.itertuples()) or "none")
 
 
-def cmd_our_heads_gather(args) -> None:
+def gathered(paths):
+    """The per-job tables ``paths`` in one, in order."""
     import pandas as pd
 
-    frames = [pd.read_csv(path) for path in args.tables]
-    write_csv(args.out, pd.concat(frames, ignore_index=True))
-    log.info("%d runs gathered", len(frames))
+    return pd.concat([pd.read_csv(path) for path in paths], ignore_index=True)
+
+
+def cmd_our_heads_gather(args) -> None:
+    write_csv(args.out, gathered(args.tables))
+    log.info("%d runs gathered", len(args.tables))
 
 
 def cmd_train(args) -> None:
@@ -99,12 +103,10 @@ def cmd_train(args) -> None:
 
 
 def cmd_formation(args) -> None:
-    import pandas as pd
-
     from . import formation
 
     section = settings(args, STUDY, "training")["training"]
-    tables = {name: pd.concat([pd.read_csv(p) for p in getattr(args, name)], ignore_index=True) for name in ("runs", "curves", "heads")}
+    tables = {name: gathered(getattr(args, name)) for name in ("runs", "curves", "heads")}
     write_csv(args.out_runs, tables["runs"])
     write_csv(args.out_curves, tables["curves"])
     write_csv(args.out_heads, tables["heads"])
@@ -119,13 +121,10 @@ def cmd_formation(args) -> None:
 def cmd_real_model(args) -> None:
     from . import real_models
 
-    section = settings(args, STUDY, "real_models")["real_models"]
-    device = section["device"]
-    if device == "auto":
-        import torch
+    from posym.model import resolve_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tables = real_models.run(args.model, args.name or args.model.name, section, device)
+    section = settings(args, STUDY, "real_models")["real_models"]
+    tables = real_models.run(args.model, args.name or args.model.name, section, resolve_device(section["device"]))
     for name, table in tables.items():
         write_csv(getattr(args, f"out_{name}"), table)
     row = tables["summary"].iloc[0]
@@ -135,11 +134,8 @@ def cmd_real_model(args) -> None:
 
 
 def cmd_real_models_gather(args) -> None:
-    import pandas as pd
-
     for name in REAL_MODEL:
-        paths = getattr(args, name)
-        write_csv(getattr(args, f"out_{name}"), pd.concat([pd.read_csv(path) for path in paths], ignore_index=True))
+        write_csv(getattr(args, f"out_{name}"), gathered(getattr(args, name)))
     log.info("%d models gathered", len(args.summary))
 
 

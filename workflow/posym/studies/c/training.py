@@ -42,8 +42,8 @@ import torch.nn.functional as F
 from posym import checkpoints as ckpt
 from posym import qk_fingerprint as qk
 from posym.files import load_tensors
-from posym.model import autocast
-from posym.train import clip_per_member, resolve_device, resolve_precision
+from posym.model import autocast, resolve_device, resolve_precision
+from posym.train import clip_per_member
 
 from .architecture import AttentionOnly, model_config
 
