@@ -242,13 +242,17 @@ def _tasks(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["task"]))
 
 
+def _task_groups(final: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(task, its rows) for each task, and ("both", every row) where there are several."""
+    groups = [(task, final[final["task"] == task]) for task in _tasks(final)]
+    return groups + [("both", final)] if len(groups) > 1 else groups
+
+
 def convergence_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per task (and both together) and head class at convergence: how many heads (seeds × layers × heads) and
     the medians of the fingerprint, beside the medians of the null and of the placebo."""
     final = final_rows(frame)
-    groups = [(task, final[final["task"] == task]) for task in _tasks(final)]
-    if len(groups) > 1:
-        groups.append(("both", final))
+    groups = _task_groups(final)
     rows = []
     for task, part in groups:
         for kind in KINDS:
@@ -298,9 +302,7 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
     from scipy.stats import mannwhitneyu
 
     final = final_rows(frame)
-    groups = [(task, final[final["task"] == task]) for task in _tasks(final)]
-    if len(groups) > 1:
-        groups.append(("both", final))
+    groups = _task_groups(final)
     rows = []
     for metric, role in PREDICTIONS:
         for task, part in groups:
