@@ -212,7 +212,8 @@ class ArmTrainer:
             name = self.names[id(p)]
             tensors[f"exp_avg.{name}"] = state["exp_avg"][m]
             tensors[f"exp_avg_sq.{name}"] = state["exp_avg_sq"][m]
-            tensors["optimizer_step"] = state["step"].reshape(1).cpu()
+        if self.optimizer.state:  # one step count for every parameter: AdamW steps them together
+            tensors["optimizer_step"] = next(iter(self.optimizer.state.values()))["step"].reshape(1).cpu()
         return tensors, {"format": STATE_FORMAT, "fingerprint": self.fingerprints[self.active[m]], "seed": self.active[m]}
 
     def _load(self, step: int, seeds: list[int]) -> None:
@@ -260,9 +261,7 @@ class ArmTrainer:
         if not found:
             return False
         progress = ckpt.load_progress(found[-1][1])
-        if progress.get("final") and progress.get("fingerprint") == self.fingerprints[seed]:
-            return True
-        return False
+        return bool(progress.get("final")) and progress.get("fingerprint") == self.fingerprints[seed]
 
     def resume(self) -> tuple[int, list[int]]:
         """The step to start from and the seeds still to train; restores their pack from the newest checkpoint
@@ -328,7 +327,6 @@ class ArmTrainer:
         """ce, ce_pred and both penalties of every active member on the evaluation stream."""
         S = len(self.active)
         ids = self.eval_tokens.expand(S, *self.eval_tokens.shape)
-        rows = [[] for _ in range(S)]
         chunk = self.training["eval"]["batch_size"]
         losses = []
         for start in range(0, ids.shape[1], chunk):
@@ -341,9 +339,10 @@ class ArmTrainer:
         ce = each.mean((1, 2))
         ce_pred = (each * mask).sum((1, 2)) / mask.sum()
         shares = penalties(self.model)
-        for m in range(S):
-            rows[m] = {"step": step, "ce": float(ce[m]), "ce_pred": float(ce_pred[m]), "sym": float(shares["sym"][m]), "imag": float(shares["imag"][m])}
-        return rows
+        return [
+            {"step": step, "ce": float(ce[m]), "ce_pred": float(ce_pred[m]), "sym": float(shares["sym"][m]), "imag": float(shares["imag"][m])}
+            for m in range(S)
+        ]
 
     def train(self) -> None:
         t = self.train_settings
