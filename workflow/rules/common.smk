@@ -31,9 +31,15 @@ PERFORMANCE = sorted(
 os.environ.update(POSYM_REPO=REPO)
 
 
-def section(study, *keys):
-    """A study's settings under ``keys``, as the JSON a ``posym`` command takes with --settings."""
-    return json.dumps({key: config[study][key] for key in keys}, sort_keys=True)
+def section(study, *keys, omit=()):
+    """A study's settings under ``keys``, as the JSON a ``posym`` command takes with --settings. ``omit``: names
+    left out of those settings (of the ones that are mappings), settings the job does not read, so that an edit
+    of them reruns none of its jobs (the schema's defaults fill them in the command)."""
+    chosen = {key: config[study][key] for key in keys}
+    for key, value in chosen.items():
+        if isinstance(value, dict):
+            chosen[key] = {name: v for name, v in value.items() if name not in omit}
+    return json.dumps(chosen, sort_keys=True)
 
 
 def study_settings(*keys):
@@ -50,14 +56,15 @@ def output_dir(wildcards, output):
     return os.path.dirname(output[0])
 
 
-def posym(command, *, settings=(), wildcards=()):
+def posym(command, *, settings=(), wildcards=(), omit=()):
     """The params of a job that runs ``posym <command>`` (``JOB``), as a dict for ``params: **posym(...)``.
 
     ``job``: the command, ``--<name>`` for each named input and ``--out-<name>`` for each named output (``--out``
     for a single unnamed one) and ``--<name>`` for the named ``wildcards``. ``settings``: the keys of the study's
     section the command reads, as its --settings (``("a", "scores")``: the ``a.scores`` section). The settings are
     a param of their own, the one Snakemake compares between runs (a param computed from the job's files is not),
-    so an edit of a setting reruns exactly the jobs that read it. Every such rule's shell is then the same.
+    so an edit of a setting reruns exactly the jobs that read it; ``omit`` leaves out settings within them that the
+    job does not read (:func:`section`). Every such rule's shell is then the same.
     """
 
     def job(wildcards_, input, output):
@@ -82,7 +89,9 @@ def posym(command, *, settings=(), wildcards=()):
     return {
         "job": job,
         "settings": (
-            shlex.join(["--settings", section(study, *keys)]) if settings else ""
+            shlex.join(["--settings", section(study, *keys, omit=omit)])
+            if settings
+            else ""
         ),
     }
 

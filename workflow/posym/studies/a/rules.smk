@@ -145,14 +145,6 @@ try:
     A_LLM = llm_probes.probe_jobs(config["a"]["llm"], config["models"])
 except ValueError as err:
     raise WorkflowError(str(err)) from None
-# The probe's settings leave out the list of models: adding a model runs that model's job only.
-A_LLM_SETTINGS = json.dumps(
-    {
-        "tasks": config["a"]["tasks"],
-        "llm": {k: v for k, v in config["a"]["llm"].items() if k != "model"},
-    },
-    sort_keys=True,
-)
 
 
 # One job per model of llm.model (or the endpoint model).
@@ -176,8 +168,13 @@ rule a_llm_probe:
         ),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        job=posym("a llm-probe", wildcards=("llm",))["job"],
-        settings=shlex.join(["--settings", A_LLM_SETTINGS]),
+        # the probe's settings leave out the list of models: adding a model runs that model's job only
+        **posym(
+            "a llm-probe",
+            settings=("a", "tasks", "llm"),
+            wildcards=("llm",),
+            omit=("model",),
+        ),
     shell:
         JOB
 

@@ -11,14 +11,6 @@ if C_REAL_MODELS_UNKNOWN:
     )
 C_REAL = f"{C}/real_models"
 C_REAL_TABLES = ("heads", "summary", "correlations", "kcomp")
-C_REAL_SETTINGS = json.dumps(
-    {
-        "real_models": {
-            k: v for k, v in config["c"]["real_models"].items() if k != "models"
-        }
-    },
-    sort_keys=True,
-)
 
 
 rule c_real_model:
@@ -38,8 +30,7 @@ rule c_real_model:
         gpu=int(config["c"]["real_models"]["device"] != "cpu"),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        job=posym("c real-model")["job"],
-        settings=shlex.join(["--settings", C_REAL_SETTINGS]),
+        **posym("c real-model", settings=("c", "real_models"), omit=("models",)),
     shell:
         JOB
 

@@ -5,18 +5,6 @@
 # Imports nothing heavy: the training code (torch) loads in the job.
 C_TRAINING = f"{C}/training"
 C_ARMS = config["c"]["training"]["run"]
-# An arm's job reads neither the list of arms run nor C-4's thresholds: adding an arm or editing a threshold reruns
-# only what reads it.
-C_TRAIN_SETTINGS = json.dumps(
-    {
-        "training": {
-            k: v
-            for k, v in config["c"]["training"].items()
-            if k not in ("run", "claims")
-        }
-    },
-    sort_keys=True,
-)
 
 
 wildcard_constraints:
@@ -42,8 +30,13 @@ rule c_train:
         gpu=int(config["c"]["training"]["train"]["device"] != "cpu"),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        job=posym("c train", wildcards=("arm",))["job"],
-        settings=shlex.join(["--settings", C_TRAIN_SETTINGS]),
+        # an arm's job reads neither the list of arms run nor C-4's thresholds: editing them reruns only what does
+        **posym(
+            "c train",
+            settings=("c", "training"),
+            wildcards=("arm",),
+            omit=("run", "claims"),
+        ),
     shell:
         JOB
 
