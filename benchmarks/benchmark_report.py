@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from posym.files import write_text
+from posym.data.files import write_text
 
 
 def write_report(report: dict, out: Path) -> None:

@@ -52,12 +52,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmark_report import write_report
-from posym import config
-from posym.model import PRECISIONS, autocast
+from posym.pipeline import config
+from posym.nn.precision import PRECISIONS, autocast
 from posym.studies.b.architecture import EncoderConfig, model_config
 from posym.studies.b.tasks import get
 from posym.studies.b.tasks.words import VOCABULARY
-from posym.train import Run, TrainConfig, Trainer, learning_rate
+from posym.training.trainer import Run, TrainConfig, Trainer, learning_rate
 
 PAPER_B = config.study_defaults("b")  # the paper's model and optimiser settings
 

@@ -1,4 +1,4 @@
-"""Speed of paper A's LLM probe on a local model (posym.language_models), items per second, against the
+"""Speed of paper A's LLM probe on a local model (posym.studies.a.language_models), items per second, against the
 one-prompt-at-a-time loop in the same run, on the same items:
 
 * ``loop``: batch 1, the model's own dtype: each prompt alone and unpadded (the probe before batching);
@@ -25,9 +25,10 @@ from pathlib import Path
 import torch
 
 from benchmark_report import write_report
-from posym import language_models, pretrained
+from posym.lm.local import load_local_model
+from posym.lm import pretrained
 from posym.studies.a import llm_probes
-from posym.wall_times import cpu_name
+from posym.pipeline.provenance import cpu_name
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_MODEL = HERE.parent / "results" / "models" / "smollm2"
@@ -57,7 +58,7 @@ def main() -> None:
     ]
 
     def measure(dtype: str, batch_size: int) -> tuple[float, list]:
-        local = language_models.load_local_model(model_dir, device="cpu", dtype=dtype)
+        local = load_local_model(model_dir, device="cpu", dtype=dtype)
         answer = llm_probes.local_answerer(local, args.max_new_tokens, batch_size)
         start = time.perf_counter()
         answers = answer(items)

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from benchmark_report import write_report
-from posym.wall_times import cpu_name
+from posym.pipeline.provenance import cpu_name
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

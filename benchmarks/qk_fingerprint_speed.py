@@ -1,4 +1,4 @@
-"""Speed of the QK spectral fingerprint (posym.qk_fingerprint, paper C §C2), each against a reference in the
+"""Speed of the QK spectral fingerprint (posym.studies.c.qk_fingerprint, paper C §C2), each against a reference in the
 same run:
 
 * the random-orientation null of one GPT-2-sized head (d 768, k 64, R = 300 draws): posym's O(k³) draw of
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmark_report import write_report
-from posym import qk_fingerprint as qk
-from posym.wall_times import cpu_name
+from posym.studies.c import qk_fingerprint as qk
+from posym.pipeline.provenance import cpu_name
 
 HERE = Path(__file__).resolve().parent
 

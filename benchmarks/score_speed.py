@@ -29,10 +29,12 @@ from pathlib import Path
 import torch
 
 from benchmark_report import write_report
-from posym import checkpoints, config, datasets
-from posym.checkpoints import load_index
-from posym.files import write_json
-from posym.model import ModelConfig, PosymModel
+from posym.training import checkpoints
+from posym.pipeline import config
+from posym.data import datasets
+from posym.training.checkpoints import load_index
+from posym.data.files import write_json
+from posym.nn.gptj import ModelConfig, PosymModel
 from posym.studies.a import head_scores as scores
 from posym.studies.a.tasks import get
 

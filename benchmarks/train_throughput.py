@@ -28,11 +28,12 @@ from pathlib import Path
 import torch
 
 from benchmark_report import write_report
-from posym import config
-from posym.model import ModelConfig, autocast
+from posym.pipeline import config
+from posym.nn.gptj import ModelConfig
+from posym.nn.precision import autocast
 from posym.studies.a.tasks import get
-from posym.train import Run, TrainConfig, Trainer
-from posym.wall_times import cpu_name
+from posym.training.trainer import Run, TrainConfig, Trainer
+from posym.pipeline.provenance import cpu_name
 
 PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from posym import config as posym_config
+from posym.pipeline import config as posym_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
@@ -64,14 +64,14 @@ def pytest_collection_modifyitems(config, items):
 
 def model_config(vocab_size: int, **settings):
     """A ModelConfig of paper A's defaults (its schema) with ``settings`` changed."""
-    from posym.model import ModelConfig
+    from posym.nn.gptj import ModelConfig
 
     return ModelConfig(vocab_size=vocab_size, **{**posym_config.study_defaults("a")["model"], **settings})
 
 
 def train_config(**settings):
     """A TrainConfig of paper A's defaults (its schema) with ``settings`` changed."""
-    from posym.train import TrainConfig
+    from posym.training.trainer import TrainConfig
 
     return TrainConfig.from_dict({**posym_config.study_defaults("a")["train"], **settings})
 

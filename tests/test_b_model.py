@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posym import positions as schemes
+from posym.nn import positions as schemes
 from posym.studies.b.architecture import Encoder, model_config
 
 VOCAB, D, H, DH, D_MLP, MAX_LEN, LATENT = 50, 64, 4, 16, 64, 32, 32

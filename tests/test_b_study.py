@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from conftest import REPO
-from posym import config, study
+from posym.pipeline import config, study
 from posym.studies.b import deposit, probe, results, toeplitz
 from posym.studies.b.architecture import model_config
 from posym.studies.b.variants import variant_settings

@@ -6,9 +6,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from posym import datasets, tasks
+from posym.data import datasets, tasks
 from posym.studies.b.tasks import PAPER_ORDER, get
-from posym.tasks import PAD
+from posym.data.tasks import PAD
 
 WORDS_PER_SENTENCE = 120
 SPECIALS = [PAD, "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from posym import config
+from posym.pipeline import config
 from posym.studies.c import checks
 
 

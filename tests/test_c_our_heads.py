@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import CONFIG_MATRIX, model_config, planned_jobs, snakemake
-from posym import config, study
-from posym import qk_fingerprint as qk
+from posym.pipeline import config, study
+from posym.studies.c import qk_fingerprint as qk
 from posym.studies.c import our_heads as oh
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from posym.files import IntegrityError
+from posym.data.files import IntegrityError
 from posym.studies.c import paper, published
 
 

@@ -10,7 +10,8 @@ import torch
 from scipy import stats
 
 from conftest import build_tiny_llm
-from posym import config, pretrained
+from posym.pipeline import config
+from posym.lm import pretrained
 from posym.studies.c import paper
 from posym.studies.c import real_models as rm
 
@@ -41,7 +42,7 @@ def measured(converted):
 
 
 def test_bfloat16_forward_passes_keep_the_static_metrics_and_move_the_scores_little(converted):
-    from posym.lens import pretrained_lens_model
+    from posym.lm.lens import pretrained_lens_model
 
     model, _ = pretrained_lens_model(converted)
     wide, _ = rm.measure(model, section())

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from conftest import CONFIG_MATRIX, REPO, copy_repo, planned_jobs, snakemake
-from posym import config as posym_config
-from posym import positions
-from posym import qk_fingerprint as qk
+from posym.pipeline import config as posym_config
+from posym.nn import positions
+from posym.studies.c import qk_fingerprint as qk
 from posym.studies.c import formation, training
 from posym.studies.c.architecture import model_config
 

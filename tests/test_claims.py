@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from posym import claims, config, study
+from posym.pipeline import claims, config, study
 
 # Paper A's claim rows as the report gets them (study.yaml applied to the default configuration).
 CLAIMS = study.load("a").plan(config.validate({}))["claims"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posym import config
+from posym.pipeline import config
 from posym.studies.a.tasks import get
 
 REPO = Path(__file__).parents[1]

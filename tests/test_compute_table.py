@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from posym import wall_times
+from posym.studies.a import wall_times
 from posym.studies.a import compute, paper
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posym import config, study
+from posym import registry
+from posym.pipeline import config, study
 
 REPO = Path(__file__).parents[1]
 
@@ -128,7 +129,7 @@ def test_every_schema_key_has_a_description_and_a_default():
             # A flow mapping whose unquoted description holds ", " splits into stray keys: only keywords may appear.
             assert set(sub) <= SCHEMA_KEYWORDS, f"{here}: not schema keywords: {sorted(set(sub) - SCHEMA_KEYWORDS)}"
             # a study's section is filled when the study runs (config.validate), so it has no default itself
-            assert "default" in sub or here in study.known(), here
+            assert "default" in sub or here in registry.known(), here
             if sub.get("type") in ("integer", "number") or "integer" in sub.get("type", []):
                 assert "minimum" in sub or "exclusiveMinimum" in sub, f"{here} has no lower bound"
             walk(sub, here)
@@ -164,7 +165,7 @@ def test_sections_limit_the_errors_to_the_keys_a_command_uses():
 
 
 def test_schema_precisions_are_the_models():
-    from posym.model import PRECISIONS
+    from posym.nn.precision import PRECISIONS
 
     schema = config.load_schema()["properties"]["a"]["properties"]["train"]["properties"]["precision"]
     assert sorted(schema["enum"]) == sorted(["auto", *PRECISIONS])  # auto: bf16 on a GPU, fp32 on a CPU

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from conftest import CONFIG_MATRIX, build_tiny_gguf_llm, build_tiny_llm, copy_repo, planned_jobs, report_dir, snakemake
-from posym import pretrained, study
-from posym.files import sha256_file
+from posym.lm import pretrained
+from posym.pipeline import study
+from posym.data.files import sha256_file
 
 #: The notebooks that read RoPE planes of the trained models (study.yaml: requires model.position rope).
 ROPE_ONLY = {"a_frequency", "a_geometry", "a_notebook_frequency", "a_notebook_geometry"}

@@ -1,4 +1,4 @@
-"""Tests of posym.datasets: round trip, determinism on disk, and refusal of damaged or foreign files."""
+"""Tests of posym.data.datasets: round trip, determinism on disk, and refusal of damaged or foreign files."""
 
 import json
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from posym import datasets, tasks
-from posym.files import IntegrityError, read_json, save_tensors, sha256_file, write_json
+from posym.data import datasets, tasks
+from posym.data.files import IntegrityError, read_json, save_tensors, sha256_file, write_json
 from posym.studies.a.tasks import PAPER_ORDER, get
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 
 def config(n=500, seed=11, split="val", **extra):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import model_config
-from posym.model import PosymModel
+from posym.nn.gptj import PosymModel
 from posym.studies.a import length_generalisation as discrepancy
 from posym.studies.a.tasks import get
 

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from conftest import model_config
-from posym import checkpoints, cli
-from posym.files import write_json
-from posym.model import PosymModel
+from posym.training import checkpoints
+from posym import cli
+from posym.data.files import write_json
+from posym.nn.gptj import PosymModel
 from posym.studies.a import information_flow as flow
 from posym.studies.a.tasks import PAPER_ORDER, get
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 
 def as_tokens(task, ids):

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from conftest import model_config
-from posym.model import PosymModel
+from posym.nn.gptj import PosymModel
 from posym.studies.a import paper
 from posym.studies.a import rope_frequency as frequency
 from posym.studies.a.tasks import PAPER_ORDER, get
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 
 def test_frequency_ids_are_1_indexed_as_in_table1():

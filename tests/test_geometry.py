@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import model_config
-from posym.model import PosymModel
+from posym.nn.gptj import PosymModel
 from posym.studies.a import rope_geometry as geometry
 
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from conftest import model_config, train_config
-from posym.files import load_tensors, sha256_file
+from posym.data.files import load_tensors, sha256_file
 from posym.studies.a.tasks import get
-from posym.train import Run, Trainer
+from posym.training.trainer import Run, Trainer
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""posym.lens: a posym checkpoint as a TransformerLens HookedTransformer computes posym's logits and hook values."""
+"""posym.lm.lens: a posym checkpoint as a TransformerLens HookedTransformer computes posym's logits and hook values."""
 
 import dataclasses
 import json
@@ -13,9 +13,11 @@ pytest.importorskip("transformer_lens")
 transformers = pytest.importorskip("transformers")
 
 from conftest import model_config  # noqa: E402
-from posym import checkpoints, config as posym_config, files  # noqa: E402
-from posym.lens import INSTALL_HINT, transformer_lens_model  # noqa: E402
-from posym.model import PosymModel  # noqa: E402
+from posym.training import checkpoints  # noqa: E402
+from posym.pipeline import config as posym_config  # noqa: E402
+from posym.data import files  # noqa: E402
+from posym.lm.lens import INSTALL_HINT, transformer_lens_model  # noqa: E402
+from posym.nn.gptj import PosymModel  # noqa: E402
 from posym.studies.b.architecture import model_config as paper_b_model_config  # noqa: E402
 
 VOCAB = ["<pad>"] + [f"w{i}" for i in range(39)]

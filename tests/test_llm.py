@@ -10,7 +10,10 @@ import pytest
 import torch
 
 from conftest import build_tiny_llm, build_tokenizer
-from posym import claims, cli, language_models
+from posym.pipeline import claims
+from posym import cli
+from posym.lm.local import LocalModelError, load_local_model
+from posym.studies.a import language_models
 from posym.studies.a import llm_probes, paper
 from posym.studies.a.tasks import PAPER_ORDER, get
 
@@ -96,7 +99,7 @@ def test_local_model_end_to_end_is_well_formed_and_deterministic(tmp_path, llama
 @pytest.mark.parametrize("tree", [True, False], ids=["one pass, 4-D mask", "cache branches (sliding-window models)"])
 def test_cached_candidate_scores_equal_full_forward_passes(llama_dir, tree, monkeypatch):
     monkeypatch.setattr(language_models, "_plain_causal", lambda model: tree)
-    local = language_models.load_local_model(llama_dir)
+    local = load_local_model(llama_dir)
     item = llm_probes.probe_items("letter", 12, 1, seed=4)[0]
     text = local.prompt_text(item["prompt"])
     prompt_ids = local.prompt_ids(text)
@@ -117,7 +120,7 @@ def test_cached_candidate_scores_equal_full_forward_passes(llama_dir, tree, monk
 def test_a_batch_of_prompts_answers_as_each_prompt_alone(llama_dir):
     """Left padding, position ids and the batched cache copies change no answer and move no score beyond rounding:
     prompts of different lengths (windows 12 to 48) and both tasks (one- and two-token candidates) in one batch."""
-    local = language_models.load_local_model(llama_dir)
+    local = load_local_model(llama_dir)
     items = [i for task in PAPER_ORDER for w in (12, 48) for i in llm_probes.probe_items(task, w, 3, seed=7)]
     prompts, candidates = [i["prompt"] for i in items], [llm_probes.window_candidates(i) for i in items]
     assert len({len(local.prompt_ids(local.prompt_text(p))) for p in prompts}) > 1  # the batch is padded
@@ -141,7 +144,7 @@ def test_a_batch_of_prompts_answers_as_each_prompt_alone(llama_dir):
 
 
 def test_continuations_match_tokenising_the_whole_prompt(llama_dir):
-    local = language_models.load_local_model(llama_dir)
+    local = load_local_model(llama_dir)
     item = llm_probes.probe_items("number", 24, 1, seed=2)[0]
     text = local.prompt_text(item["prompt"])
     prompt_ids = local.tokenizer(text)["input_ids"]
@@ -173,7 +176,7 @@ def rigged_items(task, window, n_items=3, seed=0):
 
 def test_scoring_reaches_exactly_one_and_zero_on_a_model_with_a_known_answer(always_a_dir, monkeypatch):
     monkeypatch.setattr(llm_probes, "probe_items", rigged_items)
-    local = language_models.load_local_model(always_a_dir)
+    local = load_local_model(always_a_dir)
     items = llm_probes.run_probes(llm_probes.local_answerer(local, 4), "always-a", ["number", "letter"], [1, 2], [0, 1], 3)
     assert set(items["greedy"]) == {"a"}  # "a a a a" cut to its first word
     accuracy = llm_probes.summarise(items).set_index(["task", "window", "method"])["accuracy"]
@@ -192,12 +195,12 @@ def test_chat_template_wraps_the_prompt_and_drops_the_separator(llama_dir, tmp_p
     templated = build_tokenizer()
     templated.chat_template = "{% for m in messages %}<user> {{ m['content'] }} </user>{% endfor %} <bot>"
     templated.save_pretrained(chat_dir)
-    assert not language_models.load_local_model(chat_dir, chat_template="off").chat
-    local = language_models.load_local_model(chat_dir)
+    assert not load_local_model(chat_dir, chat_template="off").chat
+    local = load_local_model(chat_dir)
     assert local.chat and local.separator == ""
     assert local.prompt_text("Task: x") == "<user> Task: x </user> <bot>"
-    with pytest.raises(language_models.ProbeError, match="no chat template"):
-        language_models.load_local_model(llama_dir, chat_template="on")
+    with pytest.raises(LocalModelError, match="no chat template"):
+        load_local_model(llama_dir, chat_template="on")
 
 
 def test_missing_model_directory_is_a_clear_error(tmp_path):

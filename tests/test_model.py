@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from conftest import model_config
-from posym import checkpoints, files
-from posym.model import HF_N_POSITIONS, MemberDropout, PosymModel, attention
-from posym.positions import NoPE, Rope
+from posym.training import checkpoints
+from posym.data import files
+from posym.nn.hf import HF_N_POSITIONS
+from posym.nn.packing import MemberDropout, attention
+from posym.nn.gptj import PosymModel
+from posym.nn.positions import NoPE, Rope
 
 transformers = pytest.importorskip("transformers")
 

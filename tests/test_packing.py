@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from conftest import copy_repo, model_config, planned_jobs, snakemake, train_config
-from posym import checkpoints
-from posym.files import read_json, sha256_file, write_json
-from posym.model import PosymModel
-from posym.packs import pack_members, pack_name, packs_seeds, seed_pack
+from posym.training import checkpoints
+from posym.data.files import read_json, sha256_file, write_json
+from posym.nn.gptj import PosymModel
+from posym.training.packs import pack_members, pack_name, packs_seeds, seed_pack
 from posym.studies.a.tasks import get
-from posym.train import Run, Trainer, clip_per_member, write_outputs
+from posym.training.trainer import Run, Trainer, clip_per_member, write_outputs
 
 VOCAB = get("number").vocabulary
 MODEL = model_config(len(VOCAB), n_layer=2, d_model=32)  # the paper's dropout 0.1: each member draws its own masks

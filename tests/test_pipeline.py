@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO, TINY, planned_jobs, report_dir, snakemake
-from posym import study
+from posym.pipeline import study
 
 PAPER_A = study.load("a")
 

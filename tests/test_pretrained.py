@@ -1,4 +1,4 @@
-"""Model sources (posym.pretrained) on a tiny Llama written here as a Q8_0 GGUF, and on weight packages faked here
+"""Model sources (posym.lm.pretrained) on a tiny Llama written here as a Q8_0 GGUF, and on weight packages faked here
 as installed distributions; nothing is fetched and no real weights are needed."""
 
 import base64
@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from conftest import write_tiny_gguf
-from posym import cli, pretrained
-from posym.files import IntegrityError, read_json, sha256_file
-from posym.pretrained import ModelSourceError
+from posym import cli
+from posym.lm import pretrained
+from posym.data.files import IntegrityError, read_json, sha256_file
+from posym.lm.pretrained import ModelSourceError
 
 gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
@@ -243,7 +244,7 @@ def test_a_gguf_needs_the_gguf_package(tiny, tmp_path, monkeypatch):
 
 
 def test_the_module_imports_without_transformers_or_gguf():
-    code = "import sys; sys.modules['transformers'] = sys.modules['gguf'] = None; import posym.pretrained"
+    code = "import sys; sys.modules['transformers'] = sys.modules['gguf'] = None; import posym.lm.pretrained"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

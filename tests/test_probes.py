@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from posym import config
+from posym.pipeline import config
 from posym.studies.a import llm_probes
 from posym.studies.a.tasks import PAPER_ORDER, get
 

@@ -1,5 +1,5 @@
-"""Paper C's detectors and ablations (posym.qk_detectors) and the offline TransformerLens loader of converted models
-(posym.lens.pretrained_lens_model), on a tiny random Llama (2 layers, 4 heads, GQA with 2 KV heads, rotate-half
+"""Paper C's detectors and ablations (posym.studies.c.qk_detectors) and the offline TransformerLens loader of converted models
+(posym.lm.lens.pretrained_lens_model), on a tiny random Llama (2 layers, 4 heads, GQA with 2 KV heads, rotate-half
 RoPE) written here with its own tokenizer; nothing is downloaded (HF_HUB_OFFLINE=1)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import pretrained
-from posym import qk_detectors as D
-from posym import qk_fingerprint as qk
+from posym.lm import pretrained
+from posym.studies.c import qk_detectors as D
+from posym.studies.c import qk_fingerprint as qk
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("transformer_lens")
@@ -44,7 +44,7 @@ def build_llama(directory):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """(HookedTransformer, HF reference model) of a converted tiny Llama, loaded offline."""
-    from posym.lens import pretrained_lens_model
+    from posym.lm.lens import pretrained_lens_model
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")

@@ -1,4 +1,4 @@
-"""The QK spectral fingerprint (posym.qk_fingerprint, paper C §C2/§C4): the low-rank path against dense linear
+"""The QK spectral fingerprint (posym.studies.c.qk_fingerprint, paper C §C2/§C4): the low-rank path against dense linear
 algebra, the gauge invariance, the random-orientation null's published values, and the RoPE pair operators
 against brute force and against the score identity, for both pairings."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from posym import qk_fingerprint as qk
-from posym.positions import Rope
+from posym.studies.c import qk_fingerprint as qk
+from posym.nn.positions import Rope
 
 
 def head(d=96, k=16, seed=0, dtype=np.float64):

@@ -10,11 +10,14 @@ import pytest
 import torch
 
 from conftest import model_config
-from posym import checkpoints, claims, cli, config, datasets
+from posym.training import checkpoints
+from posym.pipeline import claims, config
+from posym import cli
+from posym.data import datasets
 from posym.studies.a import head_dynamics, head_scores
-from posym.files import IntegrityError, write_json
-from posym.model import PosymModel
-from posym.positions import PositionScheme
+from posym.data.files import IntegrityError, write_json
+from posym.nn.gptj import PosymModel
+from posym.nn.positions import PositionScheme
 from posym.studies.a.tasks import get, letter, multihop
 
 TAU = config.study_defaults("a")["scores"]["tau"]  # the authors' default

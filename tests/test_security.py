@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import REPO, TINY, copy_repo, planned_jobs, snakemake
-from posym import report
+from posym.pipeline import report
 
 PACKAGE = REPO / "workflow" / "posym"
 NOTEBOOKS = sorted((REPO / "workflow" / "posym" / "studies").glob("*/notebooks/*.ipynb"))
@@ -78,7 +78,7 @@ def test_local_llm_weights_are_loaded_from_safetensors_only(tmp_path, monkeypatc
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models
 
-    from posym.language_models import ProbeError, load_local_model
+    from posym.lm.local import LocalModelError, load_local_model
 
     vocab = {"[UNK]": 0, "</s>": 1, "a": 2, "b": 3}
     tokenizer = transformers.PreTrainedTokenizerFast(
@@ -97,7 +97,7 @@ def test_local_llm_weights_are_loaded_from_safetensors_only(tmp_path, monkeypatc
         raise AssertionError("torch.load was called: pickled weights were read")
 
     monkeypatch.setattr(torch, "load", no_unpickling)
-    with pytest.raises(ProbeError, match="safetensors"):
+    with pytest.raises(LocalModelError, match="safetensors"):
         load_local_model(tmp_path, device="cpu")
 
 

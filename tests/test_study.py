@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from posym import config, study
+from posym import registry
+from posym.pipeline import config, study
 
 TOY = REPO / "tests" / "toy_study"
 
@@ -19,7 +20,7 @@ def studies_dir(tmp_path, monkeypatch):
     """A studies folder holding a copy of the toy study, which a test may break."""
     folder = tmp_path / "studies"
     shutil.copytree(TOY, folder / "toy")
-    monkeypatch.setattr(study, "STUDIES_DIR", folder)
+    monkeypatch.setattr(registry, "STUDIES_DIR", folder)
     study.load.cache_clear()
     yield folder / "toy"
     study.load.cache_clear()

@@ -8,9 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from posym import config, tasks
+from posym.pipeline import config
+from posym.data import tasks
 from posym.studies.a.tasks import PAPER_ORDER, get, letter, multihop, number
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 PAPER_DATA = config.study_defaults("a")["data"]
 TRAIN_N, TEST_N, VAL_N = (PAPER_DATA[f"{s}_samples"] for s in ("train", "test", "val"))

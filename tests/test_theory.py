@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import claims, cli, config, study
+from posym.pipeline import claims, config, study
+from posym import cli
 from posym.studies.a import paper, theory
 from posym.studies.a.tasks import get, number
 

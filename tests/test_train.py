@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 import torch
 
-from posym import checkpoints, datasets, tasks
-from posym.files import IntegrityError, load_tensors, sha256_file
+from posym.training import checkpoints
+from posym.data import datasets, tasks
+from posym.data.files import IntegrityError, load_tensors, sha256_file
 from conftest import model_config, train_config
-from posym.checkpoints import load_final_model, load_index
-from posym.evaluate import predict
+from posym.training.checkpoints import load_final_model, load_index
+from posym.training.evaluate import predict
 from posym.studies.a.tasks import get
-from posym.train import Run, TrainConfig, Trainer, choose_final, learning_rate, train, validation_steps, write_outputs
+from posym.training.trainer import Run, TrainConfig, Trainer, choose_final, learning_rate, train, validation_steps, write_outputs
 
 TINY_MODEL = model_config(len(get("number").vocabulary), n_layer=2, d_model=32)
 TINY_TRAIN = train_config(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)

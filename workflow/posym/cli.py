@@ -10,12 +10,13 @@ value is refused by its key.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import logging
 import sys
 from pathlib import Path
+
+from posym import registry
+from posym.pipeline.config import add_settings_arguments, command_settings
 
 log = logging.getLogger("posym")
 
@@ -28,25 +29,11 @@ def _setup(threads: int | None = None) -> None:
         torch.set_num_threads(threads)
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--settings`` and ``--set``: where a command's study settings come from."""
-    parser.add_argument("--config", type=Path, action="append", help="YAML config file(s) in the pipeline's format")
-    parser.add_argument("--settings", help="JSON of settings of the study's section (what the rules pass)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="one setting of the study's section, e.g. train.steps=300")
-
-
-def settings(args: argparse.Namespace, study: str, *keys: str) -> dict:
-    """The study's section as the command sees it (:func:`posym.config.section_settings`)."""
-    from .config import section_settings
-
-    return section_settings(study, keys, config_files=args.config or (), settings=args.settings, assignments=args.set or ())
-
-
 # --------------------------------------------------------------------------- data
 
 
 def cmd_data(args) -> None:
-    from . import datasets, tasks
+    from posym.data import datasets, tasks
 
     options = json.loads(args.options) if args.options else {}
     data, record = tasks.get(args.task).generate(args.split, args.n, args.seed, options)
@@ -56,10 +43,10 @@ def cmd_data(args) -> None:
 
 
 def cmd_export_samples(args) -> None:
-    from . import tasks
+    from posym.data import tasks
 
     task = tasks.get(args.task)
-    data_settings = settings(args, task.study, "data")["data"]
+    data_settings = command_settings(args, task.study, "data")["data"]
     own = data_settings.get(task.name, {})  # the task's own subsection: sizes and generator options
     size = args.split_size if args.split_size is not None else {**data_settings, **own}[f"{args.split}_samples"]
     if args.n > size:
@@ -76,12 +63,13 @@ def cmd_export_samples(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from . import architectures, datasets, tasks
-    from .files import write_json
-    from .train import Run, TrainConfig, Trainer
+    from posym.nn import architectures
+    from posym.data import datasets, tasks
+    from posym.data.files import write_json
+    from posym.training.trainer import Run, TrainConfig, Trainer
 
     task = tasks.get(args.task)
-    section = settings(args, task.study, "data", "model", "train")
+    section = command_settings(args, task.study, "data", "model", "train")
     seeds, outs = args.seed, args.out
     stored = (args.train_data or [], args.test_data or [])
     if len(outs) != len(seeds) or any(files and len(files) != len(seeds) for files in stored):
@@ -107,8 +95,8 @@ def cmd_train(args) -> None:
 
 
 def cmd_train_outputs(args) -> None:
-    from .files import read_json
-    from .train import write_outputs
+    from posym.data.files import read_json
+    from posym.training.trainer import write_outputs
 
     record = read_json(args.record)
     members = {m["seed"]: m for m in record["members"]}
@@ -129,10 +117,10 @@ def cmd_train_outputs(args) -> None:
 def cmd_evaluate(args) -> None:
     import pandas as pd
 
-    from . import datasets
-    from .checkpoints import load_final_model
-    from .evaluate import accuracy, predict
-    from .files import read_json, write_csv
+    from posym.data import datasets
+    from posym.training.checkpoints import load_final_model
+    from posym.training.evaluate import accuracy, predict
+    from posym.data.files import read_json, write_csv
 
     model, _, final = load_final_model(args.index)
     # A model is evaluated at the precision it was trained at, as HF Trainer evaluates.
@@ -170,8 +158,8 @@ def cmd_notebook(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from . import report, study
-    from .files import sha256_file, write_json
+    from posym.pipeline import report, study
+    from posym.data.files import sha256_file, write_json
 
     config = json.loads(args.config)
     path = report.build(
@@ -194,7 +182,7 @@ def cmd_report(args) -> None:
 
 
 def cmd_convert_model(args) -> None:
-    from .pretrained import convert
+    from posym.lm.pretrained import convert
 
     convert(args.source, args.out, dtype=args.dtype)  # it logs what it wrote
 
@@ -203,7 +191,9 @@ def cmd_convert_model(args) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import pretrained, study, tasks
+    from posym.lm import pretrained
+    from posym.pipeline import study
+    from posym.data import tasks
 
     p = argparse.ArgumentParser(prog="posym", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -291,10 +281,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_convert_model)
 
-    for study_id in study.known():  # a study's own commands, when it has any (its cli.py)
-        if importlib.util.find_spec(f"posym.studies.{study_id}.cli") is None:
+    for study_id in registry.known():  # a study's own commands, when it has any (its cli.py)
+        module = registry.study_module(study_id, "cli")
+        if module is None:
             continue
-        module = importlib.import_module(f"posym.studies.{study_id}.cli")
         commands = sub.add_parser(study_id, help=f"{study.load(study_id).name}'s data and analyses (posym {study_id} --help)")
         module.add_commands(commands.add_subparsers(dest="study_command", required=True))
     return p
@@ -303,10 +293,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _setup(getattr(args, "threads", None))
-    from .config import ConfigError
-    from .files import IntegrityError
-    from .pretrained import ModelSourceError
-    from .report import ReportExists
+    from posym.pipeline.config import ConfigError
+    from posym.data.files import IntegrityError
+    from posym.lm.pretrained import ModelSourceError
+    from posym.pipeline.report import ReportExists
 
     try:
         args.func(args)

@@ -4,10 +4,10 @@ import json
 import os
 import shlex
 
-from posym import config as posym_config
-from posym import study as posym_study
-from posym.packs import pack_members, seed_pack, train_outputs_options
-from posym.provenance import report_version
+from posym.pipeline import config as posym_config
+from posym.pipeline import study as posym_study
+from posym.training.packs import pack_members, seed_pack, train_outputs_options
+from posym.pipeline.provenance import report_version
 
 try:
     config.update(posym_config.validate(config))

@@ -1,4 +1,4 @@
-# The versioned report of every study that runs: the studies' plans (posym.study.Study.plan, made by `posym report`
+# The versioned report of every study that runs: the studies' plans (posym.pipeline.study.Study.plan, made by `posym report`
 # from the config) say what it shows.
 
 

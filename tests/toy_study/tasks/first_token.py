@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posym.tasks import PAD, Task, TaskData, Vocab
+from posym.data.tasks import PAD, Task, TaskData, Vocab
 
 SYMBOLS = 16
 LENGTH = 8

@@ -12,7 +12,7 @@ A-5), ``llm_probes`` (Fig 5C/D, Table 3, claim A-7), ``task_figures`` (Fig 1, Ta
 
 
 def run_sets(section: dict) -> dict[str, list[dict]]:
-    """The study's run sets besides its tasks x seeds (:meth:`posym.study.Study.run_set`): the fidelity study's."""
+    """The study's run sets besides its tasks x seeds (:meth:`posym.pipeline.study.Study.run_set`): the fidelity study's."""
     from . import fidelity
 
     return {"fidelity": fidelity.runs(section) if section.get("fidelity") else []}

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from posym.cli import add_settings_arguments, settings
-from posym.files import write_csv, write_json
+from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.data.files import write_csv, write_json
 
 log = logging.getLogger("posym.a")
 
@@ -36,11 +36,11 @@ def _command(sub, name: str, help: str, func, data: str | None = None) -> argpar
 
 
 def cmd_length_data(args) -> None:
-    from posym import datasets
+    from posym.data import datasets
 
     from .tasks import get
 
-    length = settings(args, STUDY, "length")["length"]
+    length = command_settings(args, STUDY, "length")["length"]
     task = get(args.task)
     # Each length draws its fillers from its own stream; the base samples are shared by all lengths.
     filler_seed = {x: int(np.random.SeedSequence([args.seed, x]).generate_state(1)[0]) for x in length["extra_tokens"]}
@@ -56,7 +56,7 @@ def cmd_length_data(args) -> None:
 def cmd_scores(args) -> None:
     from .head_scores import purity_counts, score_run
 
-    section = settings(args, STUDY, "scores")["scores"]
+    section = command_settings(args, STUDY, "scores")["scores"]
     scores = score_run(args.index, args.data, section["samples"], section["tau"])
     write_csv(args.out_scores, scores)
     write_csv(args.out_purity, purity_counts(scores, section["gammas"]))
@@ -80,12 +80,12 @@ def cmd_flow(args) -> None:
 
 
 def cmd_frequency(args) -> None:
-    from posym import datasets
-    from posym.checkpoints import load_final_model
+    from posym.data import datasets
+    from posym.training.checkpoints import load_final_model
 
     from .rope_frequency import example_tokens, frequency_use
 
-    samples = settings(args, STUDY, "frequency")["frequency"]["samples"]
+    samples = command_settings(args, STUDY, "frequency")["frequency"]["samples"]
     model, _, _ = load_final_model(args.index)
     data = datasets.load_split(args.data)
     frames = [frequency_use(model, data.tokens[:samples], "test"), frequency_use(model, example_tokens(data.task), "example")]
@@ -94,13 +94,13 @@ def cmd_frequency(args) -> None:
 
 
 def cmd_geometry(args) -> None:
-    from posym import datasets
-    from posym.checkpoints import load_final_model
+    from posym.data import datasets
+    from posym.training.checkpoints import load_final_model
 
     from .rope_frequency import example_tokens
     from .rope_geometry import dominant_plane, plane_coordinates
 
-    section = settings(args, STUDY, "geometry")["geometry"]
+    section = command_settings(args, STUDY, "geometry")["geometry"]
     model, _, _ = load_final_model(args.index)
     data = datasets.load_split(args.data)
     layer = section["layer"]
@@ -114,12 +114,12 @@ def cmd_geometry(args) -> None:
 
 
 def cmd_discrepancy(args) -> None:
-    from posym import datasets
-    from posym.checkpoints import load_final_model
+    from posym.data import datasets
+    from posym.training.checkpoints import load_final_model
 
     from .length_generalisation import discrepancy_table
 
-    samples = settings(args, STUDY, "discrepancy")["discrepancy"]["samples"]
+    samples = command_settings(args, STUDY, "discrepancy")["discrepancy"]["samples"]
     model, _, _ = load_final_model(args.index)
     write_csv(args.out, discrepancy_table(model, datasets.load_splits(args.data), samples))
     log.info("discrepancy of %d layers -> %s", model.config.n_layer, args.out)
@@ -128,18 +128,19 @@ def cmd_discrepancy(args) -> None:
 def cmd_theory(args) -> None:
     from .theory import TheorySettings, discrepancy_curves, exactness_table
 
-    theory = TheorySettings(**settings(args, STUDY, "theory")["theory"])
+    theory = TheorySettings(**command_settings(args, STUDY, "theory")["theory"])
     write_csv(args.out_discrepancy, discrepancy_curves(theory))
     write_csv(args.out_exactness, exactness_table(theory))
     log.info("theory tables -> %s, %s", args.out_discrepancy, args.out_exactness)
 
 
 def cmd_llm_probe(args) -> None:
-    from posym.language_models import EndpointClient, ProbeError, load_local_model
+    from posym.lm.local import LocalModelError, load_local_model
 
+    from .language_models import EndpointClient, ProbeError
     from .llm_probes import endpoint_answerer, local_answerer, run_probes, summarise
 
-    section = settings(args, STUDY, "tasks", "llm")
+    section = command_settings(args, STUDY, "tasks", "llm")
     llm = section["llm"]
     directory = args.model or (llm["model"] if isinstance(llm["model"], str) else None)
     try:
@@ -152,7 +153,7 @@ def cmd_llm_probe(args) -> None:
         else:
             raise ProbeError("no model configured: pass --model, or set llm.model (a local directory) or llm.endpoint_model")
         items = run_probes(answer, name, section["tasks"], llm["windows"], llm["runs"], llm["items"])
-    except ProbeError as err:
+    except (ProbeError, LocalModelError) as err:
         raise SystemExit(f"llm-probe: {err}") from None
     write_csv(args.out_probe_items, items)
     write_csv(args.out_probe_summary, summarise(items))

@@ -8,7 +8,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from posym.wall_times import duration
+from .wall_times import duration
 
 from . import paper
 
@@ -37,7 +37,7 @@ def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | 
     A row's time is the mean over its jobs, a job being the stage's work for one seed or, for a training job
     that packs several seeds into one model, for all of them at once: ``seeds per job`` says how many seeds
     the time covers, so a packed job's time is never shown as one seed's. ``benchmarks`` is
-    :func:`posym.wall_times.read_benchmarks` of the run's files; ``gpu_check`` the JSON of
+    :func:`posym.studies.a.wall_times.read_benchmarks` of the run's files; ``gpu_check`` the JSON of
     benchmarks/gpu_check.sh (:func:`gpu_check_result`), if any.
     """
     # One stage's jobs of the same seed(s) are one job of the table (evaluation: the test and length jobs).

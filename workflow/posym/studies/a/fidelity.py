@@ -22,8 +22,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from posym import claims
-from posym.packs import train_outputs_options
+from posym.pipeline import claims
+from posym.training.packs import train_outputs_options
 
 from . import head_dynamics, length_generalisation, rope_frequency, training_curves
 

@@ -1,9 +1,9 @@
 """Figures and tables of the scores notebook: Fig 2B, 2C, 6, 7 and the verdicts on claims A-2, A-3.
 
 Inputs are the per-run tables of ``posym a scores`` (``scores.csv``, ``purity.csv``) and of training
-(``metrics.csv``), concatenated with :func:`posym.figures.read_runs`, which adds ``task`` and
+(``metrics.csv``), concatenated with :func:`posym.pipeline.figures.read_runs`, which adds ``task`` and
 ``seed``. Curves show the mean over seeds with a ±1 sd band; tables put ours beside the paper's
-values of spec §A5. The claims are those of spec §A12, as rows in :mod:`posym.claims`'s format.
+values of spec §A5. The claims are those of spec §A12, as rows in :mod:`posym.pipeline.claims`'s format.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from posym import claims  # noqa: E402
+from posym.pipeline import claims  # noqa: E402
 
 from . import paper  # noqa: E402
 from .training_curves import first_crossing  # noqa: E402
@@ -36,7 +36,7 @@ KIND_PALETTE = {"positional": "#c0392b", "symbolic": "#27ae60"}
 
 
 def read_purity(paths: Iterable[str | Path], tasks: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
-    """Concatenate per-run purity tables (task-major) like :func:`posym.figures.read_runs`, reading
+    """Concatenate per-run purity tables (task-major) like :func:`posym.pipeline.figures.read_runs`, reading
     ``heads`` as text: '1' names layer 1, and an empty entry means no head."""
     pairs = [(t, s) for t in tasks for s in seeds]
     paths = list(paths)
@@ -297,7 +297,7 @@ def claim_a2(metrics: pd.DataFrame) -> pd.DataFrame:
 
     Number: the first step each hop reaches 0.9 is strictly increasing in the hop count, and hop 4
     comes ≥ 1000 steps after hop 1 (paper 2050, 2750, 3250, 3400). Letter: the four crossings lie
-    within ≤ 300 steps (paper 2700–2750). Rows in :mod:`posym.claims`'s format.
+    within ≤ 300 steps (paper 2700–2750). Rows in :mod:`posym.pipeline.claims`'s format.
     """
     rows = []
     for task, frame in metrics.groupby("task", sort=False):
@@ -344,7 +344,7 @@ def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, gamma: float = CLAIM_GA
 
     Number: ≥ 3 pure positional heads, all in layers 0–4, and ≥ 7 pure symbolic heads, all in layers
     ≥ 4 (paper 4 and 8). Letter: no pure positional head and ≥ 10 pure symbolic ones (paper 11). Both:
-    at step 0 every head has s_POS, s_SYM ≥ 0.9. Rows in :mod:`posym.claims`'s format.
+    at step 0 every head has s_POS, s_SYM ≥ 0.9. Rows in :mod:`posym.pipeline.claims`'s format.
     """
     final = final_rows(purity[np.isclose(purity["gamma"], gamma)])
     if final.empty:

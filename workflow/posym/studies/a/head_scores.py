@@ -35,11 +35,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from posym import datasets, tasks
-from posym.checkpoints import final_entry, load_index, load_model
-from posym.files import IntegrityError
-from posym.model import PosymModel
-from posym.positions import PositionScheme
+from posym.data import datasets, tasks
+from posym.training.checkpoints import final_entry, load_index, load_model
+from posym.data.files import IntegrityError
+from posym.nn.gptj import PosymModel
+from posym.nn.positions import PositionScheme
 
 log = logging.getLogger("posym.a.scores")
 

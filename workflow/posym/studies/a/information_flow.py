@@ -28,9 +28,9 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
-from posym.checkpoints import load_final_model  # noqa: E402
-from posym.files import IntegrityError  # noqa: E402
-from posym.model import PosymModel  # noqa: E402
+from posym.training.checkpoints import load_final_model  # noqa: E402
+from posym.data.files import IntegrityError  # noqa: E402
+from posym.nn.gptj import PosymModel  # noqa: E402
 
 from .tasks import get  # noqa: E402
 from .theory import reflexive  # noqa: E402  (Listing 1, spec §A9)

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posym import claims
-from posym.evaluate import TOKENS_PER_BATCH
-from posym.model import PosymModel
-from posym.tasks import TaskData
+from posym.pipeline import claims
+from posym.training.evaluate import TOKENS_PER_BATCH
+from posym.nn.gptj import PosymModel
+from posym.data.tasks import TaskData
 
 from . import paper
 from .tasks import get, palette

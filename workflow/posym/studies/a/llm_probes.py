@@ -4,7 +4,7 @@ Paper A asked GPT 5.4 / 5.5 and Claude Sonnet 3.7, through their closed APIs, fo
 Number and Letter probes with growing target windows: the token ``n`` places left of a final integer ``n``
 (Number), or the one token whose first character is the final token's second character (Letter). Those rows
 cannot be rerun offline; this module runs the same prompts and items (each task's ``probe_prompt`` and
-``probe_sequence``) on a model we can reach (:mod:`posym.language_models`), scored two ways per item:
+``probe_sequence``) on a model we can reach (:mod:`posym.studies.a.language_models`), scored two ways per item:
 
 * ``greedy``: the model's first word must equal the answer. This is the paper's protocol.
 * ``restricted`` (local models only): the window's distinct tokens are the only candidates and the most probable
@@ -24,8 +24,10 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from posym import claims, language_models
-from posym.language_models import EndpointClient, LocalModel, parse_answer
+from posym.pipeline import claims
+from posym.studies.a import language_models
+from posym.studies.a.language_models import EndpointClient, parse_answer
+from posym.lm.local import LocalModel
 
 from .tasks import PAPER_ORDER, get
 
@@ -119,7 +121,7 @@ Answerer = Callable[[list[dict]], list[tuple[str, str | None]]]
 
 
 def local_answerer(local: LocalModel, max_new_tokens: int, batch_size: int = 1) -> Answerer:
-    """Items ``batch_size`` at a time through :func:`posym.language_models.answer_batch`."""
+    """Items ``batch_size`` at a time through :func:`posym.studies.a.language_models.answer_batch`."""
 
     def answer(items: list[dict]) -> list[tuple[str, str]]:
         out = []

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posym import claims
-from posym.model import PosymModel
-from posym.positions import Rope
+from posym.pipeline import claims
+from posym.nn.gptj import PosymModel
+from posym.nn.positions import Rope
 
 from . import paper
 from .tasks import get, palette

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posym.model import PosymModel
+from posym.nn.gptj import PosymModel
 
 from .rope_frequency import rope_of, weighted_ids
 from .theory import index_construction

@@ -16,8 +16,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from posym.figures import to_markdown
-from posym.files import write_csv, write_text
+from posym.pipeline.figures import to_markdown
+from posym.data.files import write_csv, write_text
 
 from .tasks import PAPER_ORDER, get, palette
 from .tasks.multihop import WINDOW

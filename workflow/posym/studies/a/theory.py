@@ -6,7 +6,7 @@
   strings paper A's vocabularies hold, so the functions run on task data as they are.
 * **Thm 3.1** (:func:`index_construction`, :func:`retrieval_construction`): one attention layer with one head on a
   single RoPE plane of angle θ, given as explicit weight matrices and run through posym's own
-  :func:`posym.model.attention` with a one-plane :class:`posym.positions.Rope`. Attention is softmax with a large scale
+  :func:`posym.nn.packing.attention` with a one-plane :class:`posym.nn.positions.Rope`. Attention is softmax with a large scale
   β (Lemma F.1) or hard (the value at the top logit).
 * **Def. 3.1 / Thm 3.2**: the discrepancy of an input, Δ(σ̄) = top logit − second logit at the last query, the
   bounds Δ_Index(n) ≤ min{1 − cos θ, 2π²/n²} and Δ_Retrieval(n) ≤ 1 − cos(ω − nθ) (Fig 5A plots these bounds),
@@ -42,9 +42,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posym import claims
-from posym.model import attention
-from posym.positions import Rope
+from posym.pipeline import claims
+from posym.nn.packing import attention
+from posym.nn.positions import Rope
 
 log = logging.getLogger("posym.a.theory")
 

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from posym import claims  # noqa: E402
+from posym.pipeline import claims  # noqa: E402
 
 from . import paper  # noqa: E402
 

@@ -3,7 +3,7 @@ how six position encodings and MLA carry position, and the single-head "deposit"
 implementation spec ``shared/spec/papers.md`` §B.
 
 Modules: ``tasks/`` (distance, count: §B2), ``architecture`` (the encoder with the authors' quirks and MLA: §B3;
-its position schemes are the core's, ``posym.positions``), ``config_checks`` (the variants: model and train
+its position schemes are the core's, ``posym.nn.positions``), ``config_checks`` (the variants: model and train
 settings over the baseline's), ``deposit`` (per-head ablation: §B4), ``toeplitz`` (the decomposition of §B1,
 checked on layer 0), ``probe`` (position probe: §B6), ``results`` (tables, figures and claims B-1 … B-5: §B7,
 with §B6's published numbers), ``cli`` (``posym b ...``).

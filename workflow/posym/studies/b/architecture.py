@@ -9,7 +9,7 @@ reference, quirks included; each quirk is a setting, its default what the paper 
 * ``attention_scale: null`` — q·k scaled by 1/√d_head (MLA: 1/√(2·d_head), the width of its [content; rope] key).
 * ``final_layer_norm: false`` — the classifier reads the mean of the last residual stream directly.
 
-Position enters through :mod:`posym.positions` schemes: one input scheme when the scheme ``embeds``, and one per
+Position enters through :mod:`posym.nn.positions` schemes: one input scheme when the scheme ``embeds``, and one per
 layer when it ``attends`` (paper B's T5 bias is a table per layer). ``attention: mla`` swaps each layer's
 attention for DeepSeek-style latent attention (W_DKV/W_DQ to ``mla_latent`` channels, per-head up-projections,
 a decoupled rope key and query shared across heads, rotated by ``mla_rope``: ``authors``, the code's
@@ -18,7 +18,7 @@ mask and a zero-initialised learned absolute embedding, which its variant sets.
 
 Like the core's GPT-J, every weight has a leading member axis so seeds train packed, member m is drawn from
 its own generator (PyTorch's default initialisation: U(±1/√fan_in) for linear weights and biases, N(0, 1)
-embeddings), and analyses read TransformerLens-named hook points (``posym.model.HOOK_POINTS``).
+embeddings), and analyses read TransformerLens-named hook points (``posym.nn.packing.HOOK_POINTS``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import positions as position_schemes
-from ...model import Hook, MemberDropout, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn import positions as position_schemes
+from posym.nn.packing import Hook, MemberDropout, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
@@ -294,7 +294,7 @@ class Encoder(PackedByName):
             pooled = (x * weights).sum(2) / weights.sum(2)
         return _linear(pooled, self.head_weight, self.head_bias)
 
-    # ---- training and checkpoints (the interface of posym.architectures)
+    # ---- training and checkpoints (the interface of posym.nn.architectures)
     def decays(self, name: str) -> bool:
         """The authors' AdamW(model.parameters()) decays every parameter."""
         return True

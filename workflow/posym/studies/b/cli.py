@@ -11,8 +11,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from posym.cli import add_settings_arguments, settings
-from posym.files import read_json, write_csv
+from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.data.files import read_json, write_csv
 
 log = logging.getLogger("posym.b")
 
@@ -32,19 +32,19 @@ def _command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
 
 def _final(index: Path):
     """The run's final model and the precision it was trained at."""
-    from posym.checkpoints import load_final_model
+    from posym.training.checkpoints import load_final_model
 
     model, _, _ = load_final_model(index)
     return model, read_json(index)["train"].get("precision", "fp32")
 
 
 def cmd_ablation(args) -> None:
-    from posym import datasets
-    from posym.tasks import TaskData
+    from posym.data import datasets
+    from posym.data.tasks import TaskData
 
     from .deposit import ablate_heads
 
-    section = settings(args, STUDY, "ablation")["ablation"]
+    section = command_settings(args, STUDY, "ablation")["ablation"]
     model, precision = _final(args.index)
     stored = {"train": args.train_data, "test": args.test_data}
     parts = [datasets.load_split(stored[split]).select(slice(0, section["samples"])) for split in section["splits"]]
@@ -57,9 +57,9 @@ def cmd_ablation(args) -> None:
 
 def _model_and_samples(args, key: str):
     """The command's settings (the section ``key``), the run's final model and the first ``samples`` of --data."""
-    from posym import datasets
+    from posym.data import datasets
 
-    section = settings(args, STUDY, key)[key]
+    section = command_settings(args, STUDY, key)[key]
     model, _ = _final(args.index)
     return section, model, datasets.load_split(args.data).select(slice(0, section["samples"]))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jsonschema import Draft7Validator
 
-from ... import study as studies
+from posym.pipeline import study as studies
 from . import architecture
 from .tasks.words import VOCAB_SIZE
 from .variants import variant_settings

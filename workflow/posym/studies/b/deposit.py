@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from posym import tasks
-from posym.model import autocast
-from posym.tasks import TaskData
+from posym.data import tasks
+from posym.nn.precision import autocast
+from posym.data.tasks import TaskData
 
 #: Samples per forward batch.
 BATCH = 256

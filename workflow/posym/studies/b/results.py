@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from posym import claims as verdicts
-from posym.positions import PartialRope
+from posym.pipeline import claims as verdicts
+from posym.nn.positions import PartialRope
 
 from .tasks import PAPER_ORDER
 

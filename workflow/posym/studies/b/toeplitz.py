@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from posym import positions as position_schemes
+from posym.nn import positions as position_schemes
 
 TERMS = ("content-content", "content-position", "position-content", "position-position")
 

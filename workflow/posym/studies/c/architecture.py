@@ -3,11 +3,11 @@
 ``HookedTransformer`` with ``attn_only=True``, ``normalization_type="LN"``: the residual stream is the token
 embedding (plus a learned absolute position embedding, "APE"), each layer adds Attn(LN(x)) with biases on q, k,
 v and the output, and a final LayerNorm feeds an unembedding with a bias. Position enters through the core's
-schemes (:mod:`posym.positions`): ``learned`` (the APE, TransformerLens's ``W_pos``) or ``rope_rotate_half``
+schemes (:mod:`posym.nn.positions`): ``learned`` (the APE, TransformerLens's ``W_pos``) or ``rope_rotate_half``
 (TransformerLens's rotary embedding, rotate-half pairs (t, t + r/2), base 10000), so the attention itself is the
-core's :func:`posym.model.attention`, hook points and fused kernel included.
+core's :func:`posym.nn.packing.attention`, hook points and fused kernel included.
 
-Why not the core's GPT-J (:mod:`posym.model`)? That model is HF ``GPTJForCausalLM`` to the bit (parallel
+Why not the core's GPT-J (:mod:`posym.nn.gptj`)? That model is HF ``GPTJForCausalLM`` to the bit (parallel
 attention + MLP from one LayerNorm, no q/k/v biases, interleaved RoPE, HF weight names); an attention-only
 model with biases and rotate-half pairs would need options that break its HF layout. Paper B's encoder is the
 precedent: a study's own small architecture on the core's positions, attention and member axis.
@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import positions as position_schemes
-from ...model import Hook, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn import positions as position_schemes
+from posym.nn.packing import Hook, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
 
 POSITIONS = ("learned", "rope_rotate_half", "nope")
 
@@ -168,7 +168,7 @@ class AttentionOnly(PackedByName):
         heads = weights.view(S, L, 3, c.n_head, c.head_dim, c.d_model).transpose(-1, -2)  # (S, L, 3, H, d, dh)
         return heads[:, :, 0], heads[:, :, 1]
 
-    # ---- training and checkpoints (the interface of posym.architectures)
+    # ---- training and checkpoints (the interface of posym.nn.architectures)
     def decays(self, name: str) -> bool:
         """AdamW(model.parameters(), weight_decay=...) as a TransformerLens training loop: every parameter decays."""
         return True

@@ -1,4 +1,4 @@
-"""Paper C's cheap checks (spec §C7.1-§C7.3) on random heads, through the core's fingerprint (posym.qk_fingerprint).
+"""Paper C's cheap checks (spec §C7.1-§C7.3) on random heads, through the core's fingerprint (posym.studies.c.qk_fingerprint).
 
 Each ``measure_*`` returns the measured values as rows ``check, measured, threshold, kind`` (kind: "max" = must
 stay below the threshold, "target" = within ``tolerance`` of it); :func:`claims` compares them with the thresholds,
@@ -21,8 +21,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from posym import claims as verdicts
-from posym import qk_fingerprint as qk
+from posym.pipeline import claims as verdicts
+from posym.studies.c import qk_fingerprint as qk
 
 COLUMNS = ["claim", "check", "pairing", "measured", "threshold", "tolerance", "kind"]
 
@@ -33,7 +33,7 @@ def _row(claim: str, check: str, measured: float, threshold: float, kind: str, t
 
 def measure_null(section: Mapping, seed: int) -> list[dict]:
     """C-1: mean dir_frac and D_head of ``heads`` Gaussian heads (d × k), and of the null's ``draws`` random
-    orientations with the first head's singular values (:func:`posym.qk_fingerprint.null_distribution`)."""
+    orientations with the first head's singular values (:func:`posym.studies.c.qk_fingerprint.null_distribution`)."""
     d, k, targets = section["d"], section["k"], section["targets"]
     rng = np.random.default_rng(seed)
     heads = [qk.head_fingerprint(rng.standard_normal((d, k)), rng.standard_normal((d, k))) for _ in range(section["heads"])]

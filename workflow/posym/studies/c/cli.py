@@ -11,8 +11,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from posym.cli import add_settings_arguments, settings
-from posym.files import write_csv
+from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.data.files import write_csv
 
 log = logging.getLogger("posym.c")
 
@@ -26,7 +26,7 @@ REAL_MODEL = ("heads", "summary", "correlations", "kcomp")
 def cmd_published(args) -> None:
     from . import published
 
-    section = settings(args, STUDY, "published")["published"]
+    section = command_settings(args, STUDY, "published")["published"]
     cache = args.checksums.parent  # the tables are checked against it on every load
     frames = published.load_all(cache)
     table2 = published.table2(frames, section["bootstrap_draws"], section["seed"], section["top_k"])
@@ -47,7 +47,7 @@ def cmd_published(args) -> None:
 def cmd_checks(args) -> None:
     from . import checks
 
-    section = settings(args, STUDY, "checks")["checks"]
+    section = command_settings(args, STUDY, "checks")["checks"]
     table = checks.measure(section)
     write_csv(args.out, table)
     log.info("%d checks measured", len(table))
@@ -56,7 +56,7 @@ def cmd_checks(args) -> None:
 def cmd_our_heads(args) -> None:
     from . import our_heads
 
-    section = settings(args, STUDY, "our_heads")["our_heads"]
+    section = command_settings(args, STUDY, "our_heads")["our_heads"]
     table = our_heads.fingerprint_run(args.index, args.scores, args.purity, args.data, section, args.task, args.seed)
     write_csv(args.out, table)
     final = table[table["final"].astype(bool)]
@@ -66,7 +66,7 @@ def cmd_our_heads(args) -> None:
 def cmd_our_heads_b(args) -> None:
     from . import our_heads
 
-    section = settings(args, STUDY, "our_heads")["our_heads"]
+    section = command_settings(args, STUDY, "our_heads")["our_heads"]
     table = our_heads.fingerprint_b_run(args.index, args.ablation, section, args.variant, args.task, args.seed)
     write_csv(args.out, table)
     deposit = table[table["role"] == "deposit"]
@@ -88,7 +88,7 @@ def cmd_our_heads_gather(args) -> None:
 def cmd_train(args) -> None:
     from . import training
 
-    section = settings(args, STUDY, "training")["training"]
+    section = command_settings(args, STUDY, "training")["training"]
     if args.arm not in section["arms"]:
         raise SystemExit(f"posym c train: no arm {args.arm!r} in training.arms ({', '.join(section['arms'])})")
     seeds = section["seeds"]
@@ -105,7 +105,7 @@ def cmd_train(args) -> None:
 def cmd_formation(args) -> None:
     from . import formation
 
-    section = settings(args, STUDY, "training")["training"]
+    section = command_settings(args, STUDY, "training")["training"]
     tables = {name: gathered(getattr(args, name)) for name in ("runs", "curves", "heads")}
     write_csv(args.out_runs, tables["runs"])
     write_csv(args.out_curves, tables["curves"])
@@ -121,9 +121,9 @@ def cmd_formation(args) -> None:
 def cmd_real_model(args) -> None:
     from . import real_models
 
-    from posym.model import resolve_device
+    from posym.nn.precision import resolve_device
 
-    section = settings(args, STUDY, "real_models")["real_models"]
+    section = command_settings(args, STUDY, "real_models")["real_models"]
     tables = real_models.run(args.model, args.name or args.model.name, section, resolve_device(section["device"]))
     for name, table in tables.items():
         write_csv(getattr(args, f"out_{name}"), table)

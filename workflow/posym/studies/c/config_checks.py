@@ -1,4 +1,4 @@
-"""Constraints of paper C's section that its JSON schema cannot express (called by posym.config)."""
+"""Constraints of paper C's section that its JSON schema cannot express (called by posym.pipeline.config)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ A seed that never reaches the formation threshold within ``max_steps`` counts as
 the cap (censored: the rank tests then place it last, as they should), and the table says how many formed.
 Contrasts are one-sided exact Mann-Whitney tests (scipy) of "the larger arm forms later", BH-adjusted over the
 contrasts that both arms of which ran (statsmodels); the shift is the difference of the medians. Each C-4 check
-is a measured value, a threshold and a pass/fail (:mod:`posym.claims`).
+is a measured value, a threshold and a pass/fail (:mod:`posym.pipeline.claims`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from posym import claims as verdicts
+from posym.pipeline import claims as verdicts
 
 from . import paper
 

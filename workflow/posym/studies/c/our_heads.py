@@ -2,7 +2,7 @@
 
 Paper A sorts its heads into *positional* (logits that depend on key positions only) and *symbolic* (on key
 contents only) by swapping keys (spec §A6, ``posym.studies.a.head_scores``); paper C fingerprints a head by the
-static bilinear form M = W_Q W_Kᵀ (spec §C1, §C2, §C4, ``posym.qk_fingerprint``). Do paper A's positional heads
+static bilinear form M = W_Q W_Kᵀ (spec §C1, §C2, §C4, ``posym.studies.c.qk_fingerprint``). Do paper A's positional heads
 carry a directional fingerprint (high dir_frac and D_head, a large RoPE phase rope_imag_frac at high frequency)
 and its symbolic heads not? :func:`fingerprint_run` measures every head of one run (task × seed) at every
 checkpoint; the notebook ``our_heads`` draws them over training and judges, at convergence, posym's prediction
@@ -11,7 +11,7 @@ checkpoint; the notebook ``our_heads`` draws them over training and judges, at c
 **LayerNorm folded in.** Paper A's block reads LN(x) = γ ⊙ n + β with n = (x − mean x)/σ, so with HF's (out, in)
 weights and TransformerLens's W_Q = q_weightᵀ (d × d_head) the score of key j for query i is
 (γ⊙n_i + β)ᵀ W_Q R W_Kᵀ (γ⊙n_j + β)/√d_head, R the relative rotation (RoPE). The model has no q/k bias
-(``posym.model``: GPT-J's q/k/v/out carry none), so the part that reads the residual stream on both sides is
+(``posym.nn.gptj``: GPT-J's q/k/v/out carry none), so the part that reads the residual stream on both sides is
 n_iᵀ M_eff n_j with
 
     M_eff = C diag(γ) W_Q W_Kᵀ diag(γ) C,   C = I − 11ᵀ/d  (n is centred: C n = n),
@@ -49,13 +49,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from posym import claims
-from posym import qk_fingerprint as qk
+from posym.pipeline import claims
+from posym.studies.c import qk_fingerprint as qk
 
 log = logging.getLogger("posym.c.our_heads")
 
-PAIRING = "interleaved"  # GPT-J's rotate_every_two (posym.positions.Rope), paper B's too
-#: Position schemes that pair dims otherwise (posym.positions.RopeRotateHalf: TransformerLens's pairing).
+PAIRING = "interleaved"  # GPT-J's rotate_every_two (posym.nn.positions.Rope), paper B's too
+#: Position schemes that pair dims otherwise (posym.nn.positions.RopeRotateHalf: TransformerLens's pairing).
 PAIRINGS = {"rope_rotate_half": "rotate_half"}
 #: The spectral metrics of the table, with their null's mean and z-score.
 METRICS = ("dir_frac", "D_head")
@@ -170,7 +170,7 @@ def _permuted_rope(
 def rotary_settings(config) -> tuple[bool, int, float, str]:
     """(whether the model rotates, the rotary dims, the base, the pairing) of a posym ModelConfig; a model without
     RoPE gets the whole head as its placebo pairing (interleaved)."""
-    from posym import positions
+    from posym.nn import positions
 
     rotary = positions.get(config.position).rotary
     dims = config.rotary_dim if rotary and config.rotary_dim is not None else config.head_dim
@@ -201,8 +201,8 @@ def fingerprint_run(
     its class at γ = ``gamma`` (paper A's purity.csv: :func:`head_classes`). The folding is checked on the first
     ``check_samples`` test samples at every checkpoint (:func:`fold_check`); a larger error than
     ``check_tolerance`` stops the job. Columns :data:`COLUMNS`."""
-    from posym import datasets
-    from posym.checkpoints import load_index, load_model
+    from posym.data import datasets
+    from posym.training.checkpoints import load_index, load_model
 
     index_path = Path(index_path)
     index = load_index(index_path)
@@ -298,7 +298,7 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
     both tasks. Pass when the positional heads lie above the symbolic heads by a one-sided Mann-Whitney test at
     :data:`ALPHA` (a higher median alone is not enough: a handful of heads per class); the measured cell gives both
     medians, the counts and p. Not tested where a class has no head (Letter, where
-    paper A finds no positional head). Rows in :mod:`posym.claims`'s format (claim "our heads")."""
+    paper A finds no positional head). Rows in :mod:`posym.pipeline.claims`'s format (claim "our heads")."""
     from scipy.stats import mannwhitneyu
 
     final = final_rows(frame)
@@ -399,7 +399,7 @@ def b_folded_weights(model, layer: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def b_rotated(config, head: int) -> bool:
     """Whether a paper-B head rotates: every head for RoPE (``rope_sinusoid``, ``rope``), the first rope_heads for
     partial RoPE, none otherwise."""
-    from posym import positions
+    from posym.nn import positions
 
     if config.position == "partial_rope":
         return head < positions.PartialRope.rotated_heads(config.rope_heads, config.n_head)
@@ -420,7 +420,7 @@ def deposit_heads(ablation: pd.DataFrame) -> pd.DataFrame:
 def fingerprint_b_run(index_path: Path, ablation_path: Path, settings: Mapping, variant: str, task: str, seed: int) -> pd.DataFrame:
     """Every head of a paper-B run's analysed checkpoint: its fingerprint (interleaved RoPE pairs of the head, a
     placebo pairing on a head that does not rotate), its ablation drop and role (:func:`deposit_heads`)."""
-    from posym.checkpoints import load_final_model
+    from posym.training.checkpoints import load_final_model
 
     model, _, entry = load_final_model(index_path)
     c = model.config

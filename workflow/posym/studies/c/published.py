@@ -24,8 +24,8 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from posym import claims as verdicts
-from posym.files import verify_checksums
+from posym.pipeline import claims as verdicts
+from posym.data.files import verify_checksums
 
 from . import paper
 
@@ -42,7 +42,7 @@ PHASE_CONTROLS = ("rope_imag_frac", "freq_centroid")
 
 def load(model: str, cache: Path = CACHE) -> pd.DataFrame:
     """One model's per-head table (layer, head, metrics, head scores), after checking its sha256
-    (posym.files.IntegrityError on a mismatch or a missing file)."""
+    (posym.data.files.IntegrityError on a mismatch or a missing file)."""
     name = f"{model}.csv"
     verify_checksums(Path(cache), [name])
     return pd.read_csv(Path(cache) / name)

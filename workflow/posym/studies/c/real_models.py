@@ -4,8 +4,8 @@ and the induction CE under the Im(M_t) ablation (and optionally the sym / anti a
 statistics on them - Table 1's Spearman ρ, Table 2's ρ_dir, ρ_D, partial and top-5 percentile, the Im(M_t)
 ablation's head and its prev rank, and the K-composition rank of the prev head for the top induction heads.
 
-The model is a directory converted by :mod:`posym.pretrained` (config ``models:``), loaded into TransformerLens
-offline by :func:`posym.lens.pretrained_lens_model`; the detectors are :mod:`posym.qk_detectors`. The statistics
+The model is a directory converted by :mod:`posym.lm.pretrained` (config ``models:``), loaded into TransformerLens
+offline by :func:`posym.lm.lens.pretrained_lens_model`; the detectors are :mod:`posym.studies.c.qk_detectors`. The statistics
 are those of :mod:`.published` (the same estimators run on the authors' cache).
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from posym import claims as verdicts
-from posym import qk_detectors as detectors
+from posym.pipeline import claims as verdicts
+from posym.studies.c import qk_detectors as detectors
 
 from . import paper, published
 
@@ -162,7 +162,7 @@ def summary(name: str, heads: pd.DataFrame, info: Mapping, kcomp: pd.DataFrame, 
 def run(model_dir, name: str, section: Mapping, device: str = "cpu") -> dict[str, pd.DataFrame]:
     """Load the converted model ``model_dir`` and measure it: {"heads", "summary", "correlations", "kcomp"}, each
     with a ``model`` column (``name``)."""
-    from posym.lens import pretrained_lens_model
+    from posym.lm.lens import pretrained_lens_model
 
     started = time.perf_counter()
     model, _ = pretrained_lens_model(model_dir, device)

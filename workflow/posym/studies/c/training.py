@@ -7,16 +7,16 @@ circuit forms on a per-sequence random map when the QK form is made symmetric or
 * **Model**: the attention-only transformer of :mod:`posym.studies.c.architecture` (APE or rotate-half RoPE).
 * **Penalties** (:func:`sym_penalty`, :func:`imag_penalty`), differentiable in W_Q, W_K, each a mean over every
   head of every layer, with the denominator detached (its value the share, its gradient the numerator's):
-  sym = ‖M_A‖²/‖M‖² (= dir_frac² of :func:`posym.qk_fingerprint.head_fingerprint`), imag =
+  sym = ‖M_A‖²/‖M‖² (= dir_frac² of :func:`posym.studies.c.qk_fingerprint.head_fingerprint`), imag =
   Σ_t‖Im M_t‖² / Σ_t(‖Re M_t‖² + ‖Im M_t‖²) over the rotate-half pairs (from
-  :func:`posym.qk_fingerprint.pair_norms`). Loss = CE + λ·penalty.
+  :func:`posym.studies.c.qk_fingerprint.pair_norms`). Loss = CE + λ·penalty.
 * **Metric**: ce_pred = CE on map steps whose current token appeared earlier in the sequence (the steps an
   induction circuit can predict); formation step = the first evaluation with ce_pred < ½(ln V + floor).
 * **Early stop**: the learning rate is constant after warmup, so what a run does up to a step does not depend on
   when it stops. Each member stops ``stop_after_formation`` steps after its formation (or at ``max_steps``) and
   leaves the pack; the others train on. A member's curve, formation and final model are therefore the same
   packed or alone (tested), and as in a run of ``max_steps`` up to its stop.
-* **Checkpoints** are the core's (:mod:`posym.checkpoints`: safetensors, checksums, atomic directories), one
+* **Checkpoints** are the core's (:mod:`posym.training.checkpoints`: safetensors, checksums, atomic directories), one
   folder per member; every ``checkpoint_every`` steps they carry the optimizer moments, so a killed job resumes
   from the newest one and ends as an uninterrupted job does (the data need no state: a function of the step).
   A member's last checkpoint (its stop) is marked ``final`` in its progress.json.
@@ -39,11 +39,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from posym import checkpoints as ckpt
-from posym import qk_fingerprint as qk
-from posym.files import load_tensors
-from posym.model import autocast, resolve_device, resolve_precision
-from posym.train import clip_per_member
+from posym.training import checkpoints as ckpt
+from posym.studies.c import qk_fingerprint as qk
+from posym.data.files import load_tensors
+from posym.nn.precision import autocast, resolve_device, resolve_precision
+from posym.training.trainer import clip_per_member
 
 from .architecture import AttentionOnly, model_config
 
@@ -464,7 +464,7 @@ def head_features(model: AttentionOnly, training: Mapping) -> pd.DataFrame:
     """Every head's prev score and its fingerprint, as the authors' ``evaluate`` and ``weight_metrics``
     (p10_training_intervention.py) read them: prev = the mean attention on the previous token of the queries at
     positions ≥ :data:`PREV_FROM` (half the sequence when it is shorter) over the evaluation stream; dir_frac,
-    D_head and the RoPE features (posym.qk_fingerprint, float64) of the head's own W_Q W_Kᵀ, the matrix the
+    D_head and the RoPE features (posym.studies.c.qk_fingerprint, float64) of the head's own W_Q W_Kᵀ, the matrix the
     penalties constrain (no LayerNorm folded in: the toy model's gains are its own parameters), rotate-half
     pairs (for an APE model a placebo pairing of the same dims, spec §C4). ``is_prev`` marks the head with the
     highest prev score."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posym import tasks as _registry
+from posym.data import tasks as _registry
 
 from .multihop import MultiHopTask
 

@@ -13,7 +13,7 @@ import string
 
 import numpy as np
 
-from posym.tasks import PAD, TaskData, Vocab
+from posym.data.tasks import PAD, TaskData, Vocab
 
 from .multihop import CONTEXT, HOP_LENS, QUERY_BLOCK, SEQ_LEN, WINDOW, MultiHopTask, draw_middle, flag, on_chain_steps, padded_chain
 

@@ -32,7 +32,7 @@ from typing import Mapping
 
 import numpy as np
 
-from posym.tasks import Task, TaskData
+from posym.data.tasks import Task, TaskData
 
 HOP_LENS = (1, 2, 3, 4)
 WINDOW = 8  # target-window length n1 (``num_leafs``)

@@ -3,7 +3,7 @@ position-agnostic), on the word vocabulary, padding and random streams they shar
 
 from __future__ import annotations
 
-from posym import tasks as _registry
+from posym.data import tasks as _registry
 
 from .words import WordTask
 

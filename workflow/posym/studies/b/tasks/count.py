@@ -3,7 +3,7 @@
 A sentence is always 120 words: ``count ~ U{0..100}`` trigger words, each drawn with replacement from the 30
 triggers, and ``120 - count`` fillers drawn with replacement from the 539 other words, shuffled together.
 The label is ``count``. Count 0 is ignored by the loss and the accuracy (the authors' ``ignore_index=0``):
-:attr:`ignored_label`, which the core's loss and :meth:`posym.tasks.Task.accuracy_rows` honour.
+:attr:`ignored_label`, which the core's loss and :meth:`posym.data.tasks.Task.accuracy_rows` honour.
 
 Triggers. The authors sample 30 trigger words once per run (unseeded). Here they are fixed words of the task
 (:data:`TRIGGERS`), the same for every seed and split ("30 fixed trigger words"): train and test share them,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 from .words import CHUNK, WORD_IDS, Shape, WordTask, layout_checks, raise_first
 

@@ -29,7 +29,7 @@ from typing import Mapping
 
 import numpy as np
 
-from posym.tasks import TaskData
+from posym.data.tasks import TaskData
 
 from .words import (
     CHUNK,

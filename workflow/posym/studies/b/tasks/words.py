@@ -2,7 +2,7 @@
 
 Vocabulary. The authors' tokenizer was trained on a corpus that is not published; their models use
 ``vocab_size=574``. Following the spec's proposal, the vocabulary is 5 specials then 569 synthetic words
-``w000``..``w568``: 574 ids, id 0 padding (:data:`posym.tasks.PAD` where the authors have ``[UNK]``, since
+``w000``..``w568``: 574 ids, id 0 padding (:data:`posym.data.tasks.PAD` where the authors have ``[UNK]``, since
 posym's core wants id 0 to be padding; the authors pad with id 0 too, so the models see the same thing).
 
 Sequences are sentences of at most :data:`MAX_SENTENCE` = 120 words, right-padded with id 0 to
@@ -26,7 +26,7 @@ from typing import Mapping
 
 import numpy as np
 
-from posym.tasks import PAD, Task, TaskData, Vocab
+from posym.data.tasks import PAD, Task, TaskData, Vocab
 
 SPECIALS = (PAD, "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 N_WORDS = 569

@@ -1,6 +1,6 @@
 """Which model a study trains, and how a checkpoint names its model so that it loads again.
 
-The core's model is the GPT-J decoder of :mod:`posym.model` (paper A). A study with a model of its own puts it
+The core's model is the GPT-J decoder of :mod:`posym.nn.gptj` (paper A). A study with a model of its own puts it
 in ``posym/studies/<id>/architecture.py``, which defines ``model_config(vocab_size, settings)``: the config of
 its model from the study's ``model`` settings. A config has ``build(members)``, which makes the model, and
 ``to_dict()``; the model follows the interface the trainer and the checkpoints use (members, ``initialise``,
@@ -11,12 +11,10 @@ its model from the study's ``model`` settings. A config has ``build(members)``, 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any, Mapping
 
-from . import study as studies
-from .model import ModelConfig
+from posym import registry
+from posym.nn.gptj import ModelConfig
 
 
 def model_config(study_id: str | None, vocab_size: int, settings: Mapping[str, Any]):
@@ -39,7 +37,4 @@ def from_checkpoint(saved: Mapping[str, Any]):
 def _architecture(study_id: str | None):
     if study_id is None:
         return None
-    if study_id not in studies.known():
-        raise ValueError(f"unknown study {study_id!r}")
-    name = f"posym.studies.{study_id}.architecture"
-    return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None
+    return registry.study_module(study_id, "architecture")

@@ -15,7 +15,7 @@ Pitfalls when comparing TransformerLens's numbers with posym's:
   i + rotary_dim/2). The TransformerLens setting is ``cfg.rotary_adjacent_pairs``: True here. A hand-made config
   that leaves it False still runs, but on different attention patterns (nothing fails loudly). The model's ``W_Q`` /
   ``W_K`` keep GPT-J's layout too: read RoPE planes off them with ``pairing="interleaved"`` in
-  :mod:`posym.qk_fingerprint`, not the ``"rotate_half"`` of TransformerLens's own Llama-style models.
+  :mod:`posym.studies.c.qk_fingerprint`, not the ``"rotate_half"`` of TransformerLens's own Llama-style models.
 * **Pre- and post-rotation hooks.** The names mean the same in both: ``blocks.<l>.attn.hook_q`` / ``hook_k`` are the
   queries and keys *before* RoPE, ``hook_rot_q`` / ``hook_rot_k`` after it (what the attention scores are made of,
   and what paper A's head scores read). The layouts differ: TransformerLens's q/k/z are (batch, pos, head, d_head),
@@ -29,7 +29,7 @@ Pitfalls when comparing TransformerLens's numbers with posym's:
   centring the unembedding subtracts each position's mean logit, a constant per position. Default here: all off, so
   logits and activations equal posym's; with them on, compare log-softmax (or probabilities, argmax, loss), never raw
   logits or residual streams. Attention patterns are the same either way.
-* **Context length.** ``n_ctx`` defaults to 8192 (:data:`posym.model.HF_N_POSITIONS`, above the 5,017 tokens of the
+* **Context length.** ``n_ctx`` defaults to 8192 (:data:`posym.nn.hf.HF_N_POSITIONS`, above the 5,017 tokens of the
   paper's longest input), not to the ``n_positions`` a checkpoint recorded (128 in older posym versions, a limit RoPE
   does not have). ``model.to_tokens`` silently truncates at ``n_ctx``; the forward pass fails on longer inputs.
   TransformerLens computes RoPE's table for 2048 positions and extends it on a longer input, and builds the causal
@@ -51,9 +51,9 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoints
-from .files import read_json
-from .model import HF_N_POSITIONS
+from posym.training import checkpoints
+from posym.data.files import read_json
+from posym.nn.hf import HF_N_POSITIONS
 
 INSTALL_HINT = "pip install 'posym[lens]'"
 
@@ -69,7 +69,7 @@ def transformer_lens_model(
 ):
     """(HookedTransformer in eval mode, its tokenizer) of the posym checkpoint ``checkpoint_dir``, built offline.
 
-    The checkpoint's files are checked against its checksums first (:func:`posym.checkpoints.verify`). The tokenizer
+    The checkpoint's files are checked against its checksums first (:func:`posym.training.checkpoints.verify`). The tokenizer
     (also ``model.tokenizer``) maps posym's whitespace-separated words to posym's ids, with no BOS or EOS, so
     ``model.to_tokens("a1 b2 17")`` gives the ids posym trains on. The three weight-processing flags are those of
     TransformerLens's ``from_pretrained`` (which turns them all on); off, the logits equal posym's (see the module
@@ -133,7 +133,7 @@ def _require_gptj(directory: Path, saved: dict) -> None:
         reason = f"its position scheme is {model.get('position')!r} with rope_base {model.get('rope_base')!r}"
     raise ValueError(
         f"{directory}: TransformerLens can run only posym's core GPT-J with RoPE base 10000 (config.json: "
-        f"posym.hf_compatible true), and {reason}; load it with posym.checkpoints.load_model instead"
+        f"posym.hf_compatible true), and {reason}; load it with posym.training.checkpoints.load_model instead"
     )
 
 
@@ -150,7 +150,7 @@ def _import_transformer_lens():
             found = f"TransformerLens {metadata.version('transformer-lens')} is installed"
         except metadata.PackageNotFoundError:
             found = "TransformerLens is not installed"
-        raise ImportError(f"posym.lens needs TransformerLens 3.x ({found}): {INSTALL_HINT}") from err
+        raise ImportError(f"posym.lm.lens needs TransformerLens 3.x ({found}): {INSTALL_HINT}") from err
     return HookedTransformer, HookedTransformerConfig, convert_gptj_weights
 
 
@@ -179,7 +179,7 @@ GEMMA3_CHECKED = {"hidden_size": "d_model", "num_hidden_layers": "n_layers", "nu
 
 
 def pretrained_lens_model(model_dir: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-    """(HookedTransformer in eval mode, tokenizer) of a model directory made by :func:`posym.pretrained.convert`,
+    """(HookedTransformer in eval mode, tokenizer) of a model directory made by :func:`posym.lm.pretrained.convert`,
     with nothing downloaded: the directory is verified against its checksums, the weights and tokenizer are read
     from it (``local_files_only``), and the TransformerLens config is built from its ``config.json`` (Llama) or
     TransformerLens's own config for the architecture (Gemma-3 270M, checked against ``config.json``).
@@ -188,7 +188,7 @@ def pretrained_lens_model(model_dir: str | Path, device: str | torch.device = "c
     so ``blocks.l.ln1.hook_normalized`` is what they read), and for LayerNorm models ``center_writing_weights``
     and ``center_unembed``; RMSNorm models (both here) are not centred. Raises ValueError for an architecture
     without a TransformerLens counterpart here."""
-    from . import pretrained
+    from posym.lm import pretrained
 
     directory = Path(model_dir)
     manifest = pretrained.verify(directory)

@@ -2,7 +2,7 @@
 
 A checkpoint ``step-NNNNNN/`` holds
 
-* ``model.safetensors``, ``config.json`` — the model's weights and settings (:mod:`posym.architectures`); for
+* ``model.safetensors``, ``config.json`` — the model's weights and settings (:mod:`posym.nn.architectures`); for
   the core's GPT-J, loadable as is by ``GPTJForCausalLM.from_pretrained``;
 * ``vocab.json`` — the token strings, id order;
 * ``tokenizer.json``, ``tokenizer_config.json`` — the same vocabulary as a word-level Hugging Face tokenizer
@@ -24,19 +24,10 @@ from pathlib import Path
 
 import torch
 
-from .files import (
-    IntegrityError,
-    atomic_directory,
-    load_tensors,
-    read_json,
-    save_tensors,
-    sha256_file,
-    verify_checksums,
-    write_json,
-)
-from . import architectures
-from .model import HF_N_POSITIONS
-from .tasks import PAD
+from posym.data.files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, verify_checksums, write_json
+from posym.nn import architectures
+from posym.nn.hf import HF_N_POSITIONS
+from posym.data.tasks import PAD
 
 STEP_DIR = re.compile(r"^step-(\d{6,})$")
 VERIFIED_FILES = ("model.safetensors", "config.json", "vocab.json", "progress.json")
@@ -205,7 +196,7 @@ def load_index(path: Path) -> dict:
 
 def final_entry(index: dict) -> dict:
     """The index entry of the checkpoint a run's analyses read: the one its ``final`` names (the last or the best
-    on validation, :func:`posym.train.choose_final`); the newest in an index written before there was a choice."""
+    on validation, :func:`posym.training.trainer.choose_final`); the newest in an index written before there was a choice."""
     step = index.get("final", {}).get("step", index["checkpoints"][-1]["step"])
     return next(entry for entry in index["checkpoints"] if entry["step"] == step)
 

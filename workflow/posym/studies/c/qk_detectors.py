@@ -1,6 +1,6 @@
 """Paper C's head detectors and causal ablations (arXiv 2607.06621, spec §C3, §C4) on any TransformerLens
-``HookedTransformer`` (posym's own checkpoints through :mod:`posym.lens`, real language models through
-:func:`posym.lens.pretrained_lens_model`).
+``HookedTransformer`` (posym's own checkpoints through :mod:`posym.lm.lens`, real language models through
+:func:`posym.lm.lens.pretrained_lens_model`).
 
 * **Head scores** (:func:`head_scores`): on [BOS, r, r] with r ~ U(vocab)^L (L = 64, 200 sequences, a torch
   generator seeded 0), the mean attention of the queries p of the second copy (p = L+1 … 2L) on key p−1 (``prev``),
@@ -39,9 +39,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import qk_fingerprint as qk
+from posym.studies.c import qk_fingerprint as qk
 
-log = logging.getLogger("posym.qk_detectors")
+log = logging.getLogger("posym.c.detectors")
 
 #: The ablation modes (spec §C4): "sym" kills M_A, "anti" kills M_S, "rope" kills Σ_t Im(M_t).
 ABLATIONS = ("sym", "anti", "rope")
@@ -103,7 +103,7 @@ def head_weights(model, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def static_table(model, draws: int = 300, null_base: int = 0) -> pd.DataFrame:
-    """Every head's static metrics (:func:`posym.qk_fingerprint.with_null`, R = ``draws``, seed null_base + 1000·l
+    """Every head's static metrics (:func:`posym.studies.c.qk_fingerprint.with_null`, R = ``draws``, seed null_base + 1000·l
     + h), self_match over the embedding, and the RoPE features at the layer's base (rotary models)."""
     geo = Geometry.of(model)
     centre = qk.centring(geo.d_model) if geo.layer_norm else None

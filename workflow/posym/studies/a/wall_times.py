@@ -1,9 +1,7 @@
-"""Wall times of a run's jobs, from Snakemake's ``benchmark:`` files, and the machine they ran on."""
+"""Wall times of a run's jobs, from Snakemake's ``benchmark:`` files (the machine: :func:`posym.pipeline.provenance.hardware_description`)."""
 
 from __future__ import annotations
 
-import os
-import platform
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -43,17 +41,3 @@ def duration(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min" if hours else (f"{minutes} min {secs} s" if minutes else f"{secs} s")
-
-
-def cpu_name() -> str:
-    """This machine's processor, by its model name where Linux tells it."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
-def hardware_description(devices: Iterable[str]) -> str:
-    """This machine's processor and the devices the training runs used."""
-    return f"{cpu_name()}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"

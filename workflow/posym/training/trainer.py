@@ -14,7 +14,7 @@ newest one carries the optimizer and generator state, and the data order is a pu
 (seed, step), so a killed run resumes from its last checkpoint and, on CPU, ends bit-identical
 to an uninterrupted one.
 
-Seeds of one task train packed in one job where ``pack_seeds`` says so (:mod:`posym.packs`): the job
+Seeds of one task train packed in one job where ``pack_seeds`` says so (:mod:`posym.training.packs`): the job
 writes each member's checkpoints into the member's own folder and a *pack record*; each member's
 tables (checkpoints.json, metrics.csv, train_log.csv) are then written from its checkpoints by
 :func:`write_outputs`, the same tables a job of one seed writes. They also name the checkpoint the analyses
@@ -50,16 +50,17 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from . import checkpoints as ckpt
-from . import datasets
-from .evaluate import accuracy, predict
-from .files import load_tensors, write_csv, write_json
-from . import tasks
-from .model import MemberDropout, autocast, autocast_dtype, resolve_device, resolve_precision
-from .packs import PACK_SEEDS, pack_name
-from .tasks import TaskData
+from posym.training import checkpoints as ckpt
+from posym.data import datasets
+from posym.training.evaluate import accuracy, predict
+from posym.data.files import load_tensors, write_csv, write_json
+from posym.data import tasks
+from posym.nn.packing import MemberDropout
+from posym.nn.precision import autocast, autocast_dtype, resolve_device, resolve_precision
+from posym.training.packs import PACK_SEEDS, pack_name
+from posym.data.tasks import TaskData
 
-log = logging.getLogger("posym.train")
+log = logging.getLogger("posym.training")
 
 STATE_FORMAT = 1
 
@@ -83,7 +84,7 @@ class TrainConfig:
     #: "linear" (HF Trainer's linear decay after warmup, paper A) or "cosine" (half a cosine after warmup, paper B).
     #: Paper A's config section predates the setting and leaves it out: linear.
     schedule: str = "linear"
-    #: Where the workflow trains the seeds of a task as one packed job (:mod:`posym.packs`); the trainer itself
+    #: Where the workflow trains the seeds of a task as one packed job (:mod:`posym.training.packs`); the trainer itself
     #: trains whatever runs it is given.
     pack_seeds: bool | str = "auto"
     #: torch.use_deterministic_algorithms on a GPU (with CUBLAS_WORKSPACE_CONFIG set): run-to-run identical
@@ -194,7 +195,7 @@ def clip_per_member(model, max_norm: float) -> torch.Tensor:
 
 
 class Trainer:
-    """Trains ``runs`` packed into one model of ``model_config`` (any architecture of :mod:`posym.architectures`)."""
+    """Trains ``runs`` packed into one model of ``model_config`` (any architecture of :mod:`posym.nn.architectures`)."""
 
     def __init__(self, runs: Sequence[Run], model_config, config: TrainConfig, vocab: Sequence[str]):
         if not runs:

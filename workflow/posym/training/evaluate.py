@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import tasks
-from .model import PosymModel, autocast
+from posym.data import tasks
+from posym.nn.gptj import PosymModel
+from posym.nn.precision import autocast
 
 # Token positions per forward batch; long inputs get small batches. Batches of ~8k tokens keep a block's
 # activations in cache: 20 % faster on CPU than 64k at 18 and at 817 tokens.
@@ -38,5 +39,5 @@ def predict(model: PosymModel, tokens: np.ndarray | torch.Tensor, device: str | 
 
 
 def accuracy(predictions: np.ndarray, data: tasks.TaskData) -> list[dict]:
-    """Accuracy rows of ``data``'s task (:meth:`posym.tasks.Task.accuracy_rows`); the last row is overall."""
+    """Accuracy rows of ``data``'s task (:meth:`posym.data.tasks.Task.accuracy_rows`); the last row is overall."""
     return tasks.get(data.task).accuracy_rows(predictions, data)

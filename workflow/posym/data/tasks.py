@@ -14,12 +14,12 @@ import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-STUDIES_DIR = Path(__file__).resolve().parent / "studies"
+from posym.registry import STUDIES_DIR
+
 PAD = "<pad>"
 
 

@@ -2,13 +2,13 @@
 
 A file pair holds one or more named sets of one task: a split (``train``, one set) or, say, paper A's
 length-extended test sets (``extra0``, ``extra10``, ..., one per length). ``<stem>.safetensors`` holds each
-set's :class:`posym.tasks.TaskData` arrays under ``<set>/<array>`` (tokens, labels and the task's own arrays).
+set's :class:`posym.data.tasks.TaskData` arrays under ``<set>/<array>`` (tokens, labels and the task's own arrays).
 ``<stem>.json`` records what made them (task, vocabulary, generator config, posym version), every array's
 shape and dtype, and the sha256 of the safetensors file.
 
 Loading checks all of it and, by default, runs the task's answer checker on every sample
-(:meth:`posym.tasks.Task.validate`), so a damaged, stale or foreign file is refused with its name
-(:class:`posym.files.IntegrityError`) instead of being trained or evaluated on. Nothing is ever unpickled.
+(:meth:`posym.data.tasks.Task.validate`), so a damaged, stale or foreign file is refused with its name
+(:class:`posym.data.files.IntegrityError`) instead of being trained or evaluated on. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posym import tasks
-from posym.files import IntegrityError, load_tensors, read_json, save_tensors, write_json
+from posym.data import tasks
+from posym.data.files import IntegrityError, load_tensors, read_json, save_tensors, write_json
 
 FORMAT = "posym-dataset"
 FORMAT_VERSION = 1

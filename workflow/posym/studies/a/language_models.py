@@ -1,7 +1,6 @@
 """Language models posym probes offline: a local Hugging Face causal LM, or an OpenAI-compatible chat endpoint.
 
-* A **local model** is a directory already on disk (weights are never downloaded: ``local_files_only=True``;
-  safetensors only, nothing is unpickled). :func:`answer` gives, for a prompt and a list of candidate answers,
+* A **local model** (:mod:`posym.lm.local`) is a directory already on disk, loaded offline. :func:`answer` gives, for a prompt and a list of candidate answers,
 
   - the model's greedy continuation, cut to its first whitespace-separated word with quotes and punctuation
     stripped (:func:`parse_answer`);
@@ -15,9 +14,6 @@
   over branches of the prompts' key/value caches, then batched greedy steps. Padding moves logits in their last
   bits, so a near-tie can resolve differently in a batch of several than alone (a batch of one is one unpadded
   pass); batches follow the items' order, so runs repeat exactly.
-
-  A directory that :mod:`posym.pretrained` converted (from a GGUF file or a weight package) is verified against
-  its checksums before it is loaded.
 
 * An **endpoint** (``POST {base}/chat/completions``, temperature 0, a few tokens) gives greedy answers only (no
   logits). Base URL and key come from environment variables, never from config files.
@@ -36,12 +32,13 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-log = logging.getLogger("posym.language_models")
+from posym.lm.local import LocalModel
+
+log = logging.getLogger("posym.a.llm")
 
 #: Characters stripped from both ends of a reply's first word ("c2." → c2, "'y'" → y, "**o**" → o).
 ANSWER_STRIP = "\"'`.,;:!?()[]{}<>*"
@@ -52,96 +49,14 @@ CANDIDATE_ROWS = 32
 
 
 class ProbeError(RuntimeError):
-    """A probe cannot run as configured (no such model directory, no chat template, endpoint failures)."""
+    """A probe cannot run as configured (endpoint failures); a local model that cannot load raises
+    :class:`posym.lm.local.LocalModelError`."""
 
 
 def parse_answer(text: str) -> str:
     """The first whitespace-separated word of a reply, with surrounding quotes and punctuation removed ("" if none)."""
     words = text.split()
     return words[0].strip(ANSWER_STRIP) if words else ""
-
-
-# ------------------------------------------------------------------------------------------- local models
-
-
-@dataclass
-class LocalModel:
-    """A loaded causal LM and its tokenizer. ``chat``: wrap each prompt as one user turn of the chat template."""
-
-    model: object
-    tokenizer: object
-    name: str
-    chat: bool = False
-
-    @property
-    def device(self):
-        return next(self.model.parameters()).device
-
-    @property
-    def separator(self) -> str:
-        """What precedes the answer: a space after the raw prompt's ``Output:``, nothing after a chat header."""
-        return "" if self.chat else " "
-
-    def prompt_text(self, prompt: str) -> str:
-        if not self.chat:
-            return prompt
-        messages = [{"role": "user", "content": prompt}]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    def prompt_ids(self, text: str) -> list[int]:
-        """Token ids of a prompt text; the tokenizer's special tokens (e.g. BOS) only for raw prompts, a chat template
-        writes its own."""
-        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
-
-    def stop_ids(self) -> set[int]:
-        """End-of-sequence ids of the tokenizer and the generation config (which may list several)."""
-        ids = set()
-        for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
-            ids.update(value if isinstance(value, (list, tuple)) else [value])
-        return ids - {None}
-
-
-def load_local_model(
-    path: str | os.PathLike,
-    device: str = "auto",
-    dtype: str = "auto",
-    chat_template: str = "auto",
-    name: str | None = None,
-) -> LocalModel:
-    """Load a causal LM and tokenizer from a local directory; nothing is ever fetched from the Hub.
-
-    ``chat_template``: "on" / "off", or "auto" = use the tokenizer's chat template when it has one (instruct
-    models were probed through chat APIs in the paper; base models get the raw few-shot prompt).
-    """
-    path = Path(path)
-    if not path.is_dir():
-        raise ProbeError(f"{path}: not a directory; llm.model must be a local Hugging Face model directory")
-    from . import pretrained  # imports torch: only once a model is loaded (the workflow imports this module)
-    from .model import resolve_device
-
-    if (path / pretrained.MANIFEST).is_file():
-        manifest = pretrained.verify(path)  # a converted model (posym convert-model): refused if altered since
-        log.info("%s: %s from %s (%s)", path, manifest["name"], manifest["source"], manifest.get("quantisation") or "-")
-    import torch
-
-    try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError:
-        raise ProbeError("local models need transformers: pip install 'posym[models]'") from None
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    kwargs = {} if dtype == "auto" else {"dtype": getattr(torch, dtype)}
-    # safetensors only: a pytorch_model.bin would be unpickled (torch.load), and posym unpickles nothing
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True, **kwargs)
-    except OSError as err:
-        raise ProbeError(f"{path}: no usable safetensors weights ({err}); posym loads no pickled .bin weights") from err
-    device = resolve_device(device)
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if chat_template == "on" and not has_template:
-        raise ProbeError(f"{path}: the tokenizer has no chat template (use chat_template off or auto)")
-    chat = chat_template == "on" or (chat_template == "auto" and has_template)
-    log.info("loaded %s on %s (%s, chat template %s)", path, device, model.dtype, "on" if chat else "off")
-    return LocalModel(model=model.to(device).eval(), tokenizer=tokenizer, name=name or path.name, chat=chat)
 
 
 def continuations(local: LocalModel, text: str, candidates: list[str]) -> list[list[int]]:

@@ -1,7 +1,7 @@
 """Saving the figures and tables of the report, shared by every study's notebooks.
 
 Every figure is written as PNG and SVG, every table as CSV and Markdown, each atomically, to the paths the
-notebook's ``outputs`` parameter gives for that output (:meth:`posym.study.Output.files`). With several seeds,
+notebook's ``outputs`` parameter gives for that output (:meth:`posym.pipeline.study.Output.files`). With several seeds,
 curves show the mean with a ±1 sd band (seaborn's ``errorbar="sd"``).
 """
 
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .files import atomic_path, write_csv, write_text  # noqa: E402
+from posym.data.files import atomic_path, write_csv, write_text  # noqa: E402
 
 
 def save_figure(fig: plt.Figure, output: Mapping[str, str | Path]) -> None:

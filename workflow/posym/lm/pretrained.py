@@ -39,9 +39,9 @@ from typing import Iterable, Iterator, Literal
 
 import torch
 
-from .files import IntegrityError, process_umask, atomic_directory, read_json, sha256_file, verify_checksums, write_json
+from posym.data.files import IntegrityError, process_umask, atomic_directory, read_json, sha256_file, verify_checksums, write_json
 
-log = logging.getLogger("posym.pretrained")
+log = logging.getLogger("posym.lm")
 
 PACKAGE_PREFIX = "package:"
 MANIFEST = "manifest.json"
@@ -367,7 +367,7 @@ def _without_quantisation(transformers, model, torch_dtype):
 
 def _readable_like_posym_outputs(directory: Path) -> None:
     """transformers leaves the weights file 0600; give every file the mode that posym's own outputs get
-    (:func:`posym.files.atomic_path`), so that colleagues can read the model."""
+    (:func:`posym.data.files.atomic_path`), so that colleagues can read the model."""
     for path in directory.rglob("*"):
         if path.is_file():
             os.chmod(path, 0o666 & ~process_umask())
@@ -386,7 +386,7 @@ def verify(model_dir: os.PathLike | str) -> dict:
     """Check every file of a converted model against checksums.json and return its manifest.
 
     A file that is not listed is refused too: transformers would read it (a second weights file, an index)
-    without anything vouching for it. Raises :class:`posym.files.IntegrityError` naming the bad file.
+    without anything vouching for it. Raises :class:`posym.data.files.IntegrityError` naming the bad file.
     """
     directory = Path(model_dir)
     if not directory.is_dir():

@@ -1,14 +1,16 @@
-"""What produced a result: code version, configuration, package versions, hashes, wall times."""
+"""What produced a result: code version, configuration, package versions, hashes, the machine."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Iterable
 
-from .config import canonical, digest
+from posym.pipeline.config import canonical, digest
 
 PACKAGES = ("posym", "torch", "numpy", "pandas", "safetensors", "snakemake", "papermill", "matplotlib", "seaborn", "jsonschema", "pyyaml")
 
@@ -43,7 +45,7 @@ def code_version(repo: Path | str) -> dict:
 
 def report_version(config: dict, repo: Path | str) -> str:
     """``<code>-cfg<hash>``: names the code and the (validated) configuration a report was made from
-    (:func:`posym.config.canonical`: what of the configuration the hash covers)."""
+    (:func:`posym.pipeline.config.canonical`: what of the configuration the hash covers)."""
     return f"{code_version(repo)['label']}-cfg{digest(canonical(config))}"
 
 
@@ -56,3 +58,17 @@ def package_versions() -> dict[str, str | None]:
             versions[name] = None
     versions["python"] = platform.python_version()
     return versions
+
+
+def cpu_name() -> str:
+    """This machine's processor, by its model name where Linux tells it."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def hardware_description(devices: Iterable[str]) -> str:
+    """This machine's processor and the devices the training runs used."""
+    return f"{cpu_name()}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"

@@ -14,7 +14,6 @@ own run sets (``run_sets`` in the package: paper A's fidelity study), which only
 from __future__ import annotations
 
 import functools
-import importlib
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -24,8 +23,9 @@ from typing import Any
 import yaml
 from jsonschema import Draft7Validator
 
-STUDIES_DIR = Path(__file__).resolve().parent / "studies"
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "study.schema.yaml"
+from posym import registry
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "study.schema.yaml"
 RESULTS = "results"
 
 #: The files of an output kind, by extension: a figure is written as PNG and SVG, a table as CSV and Markdown.
@@ -37,15 +37,10 @@ class StudyError(ValueError):
     """A study folder is malformed (its study.yaml breaks the format, a caption or notebook is missing)."""
 
 
-def known() -> tuple[str, ...]:
-    """The ids of the study folders, in alphabetical order."""
-    return tuple(sorted(p.parent.name for p in STUDIES_DIR.glob("*/study.yaml")))
-
-
 def section_schema(study_id: str) -> dict:
     """The JSON schema of a study's config section (``posym/studies/<id>/schema.yaml``), to be nested in the
     configuration's schema (without its own ``$schema``, which would make a validator start afresh there)."""
-    schema = yaml.safe_load((STUDIES_DIR / study_id / "schema.yaml").read_text())
+    schema = yaml.safe_load((registry.folder(study_id) / "schema.yaml").read_text())
     schema.pop("$schema", None)
     return schema
 
@@ -141,7 +136,7 @@ class Study:
 
     def __init__(self, study_id: str):
         self.id = study_id
-        self.folder = STUDIES_DIR / study_id
+        self.folder = registry.folder(study_id)
         path = self.folder / "study.yaml"
         if not path.is_file():
             raise StudyError(f"unknown study {study_id!r}: no {path}")
@@ -270,7 +265,7 @@ class Study:
     def run_set(self, name: str, config: dict) -> list[dict]:
         """The runs of a named set of the study's own (its package's ``run_sets(section)``: paper A's fidelity
         study), each a mapping of wildcard to value, in the order a notebook reads them."""
-        return importlib.import_module(f"posym.studies.{self.id}").run_sets(config[self.id])[name]
+        return registry.study_module(self.id).run_sets(config[self.id])[name]
 
     def expand(self, pattern: str, config: dict, runs: str | None = None) -> list[str] | str:
         """``results/<study>/<pattern>``: one path per run of the run set ``runs`` (:meth:`run_set`) when one is

@@ -1,6 +1,6 @@
 """The versioned report: ``reports/<version>/index.html`` with figures, tables, notebooks, manifest.
 
-The page has a part per study, made from the study's plan (:meth:`posym.study.Study.plan`, the table of its
+The page has a part per study, made from the study's plan (:meth:`posym.pipeline.study.Study.plan`, the table of its
 items and claims applied to the configuration): the claims with their verdicts, a checklist of every table and
 figure of the paper (rendered, or not applicable to this configuration and why), the claim checks, then one
 section per item with our figures and tables and their captions. A study's files go to ``<study>/figures/``,
@@ -20,9 +20,9 @@ from typing import Iterable
 
 import pandas as pd
 
-from . import claims
-from .files import read_json, sha256_file, write_json, write_text
-from .provenance import code_version, package_versions
+from posym.pipeline import claims
+from posym.data.files import read_json, sha256_file, write_json, write_text
+from posym.pipeline.provenance import code_version, package_versions
 
 
 class ReportExists(RuntimeError):
@@ -67,7 +67,7 @@ def manifest(
 ) -> dict:
     """Provenance of a report: code, config, packages, the studies' items, data and checkpoint hashes, wall times,
     and what each converted pretrained model is (its verified manifest: source, quantisation, sha256)."""
-    from .pretrained import verify
+    from posym.lm.pretrained import verify
     data_entries = {}
     for path in data:
         meta = read_json(path)

@@ -9,9 +9,9 @@ building the DAG, so a bad value stops the run before any job starts, with a mes
 
 from __future__ import annotations
 
+import argparse
 import copy
 import hashlib
-import importlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,9 +19,10 @@ from typing import Any, Iterable
 import yaml
 from jsonschema import Draft7Validator, validators
 
-from . import study as studies
+from posym import registry
+from posym.pipeline import study as studies
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
 class ConfigError(ValueError):
@@ -31,7 +32,7 @@ class ConfigError(ValueError):
 def load_schema() -> dict:
     """The whole schema: the shared keys, and every known study's section under its id."""
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    ids = studies.known()
+    ids = registry.known()
     schema["properties"]["studies"]["items"]["enum"] = list(ids)
     for study_id in ids:
         schema["properties"][study_id] = studies.section_schema(study_id)
@@ -88,7 +89,7 @@ def _moved_hint(path, name: str, schema: dict) -> str:
     """For a top-level key that is a study's: where it lives now (configs written before studies had sections)."""
     if list(path):
         return ""
-    owners = [sid for sid in studies.known() if name in schema["properties"][sid].get("properties", {})]
+    owners = [sid for sid in registry.known() if name in schema["properties"][sid].get("properties", {})]
     return f"; study settings live in the study's section now, e.g. '{owners[0]}.{name}'" if owners else ""
 
 
@@ -108,7 +109,7 @@ def validate(config: dict | None, sections: tuple[str, ...] | None = None) -> di
     active = filled.get("studies", schema["properties"]["studies"]["default"])
     if isinstance(active, list):
         for study_id in active:
-            if isinstance(study_id, str) and study_id in studies.known():
+            if isinstance(study_id, str) and study_id in registry.known():
                 filled.setdefault(study_id, {})
     errors = sorted(_Filling(schema).iter_errors(filled), key=lambda e: [str(p) for p in e.absolute_path])
     problems = [_describe(e, schema) for e in errors]
@@ -127,24 +128,22 @@ def _cross_checks(config: dict) -> list[str]:
     """Constraints between keys that a JSON schema cannot express: the core's on every section that trains
     models, then the study's own (``posym/studies/<id>/config_checks.py``, when it has one)."""
     problems = []
-    for study_id in studies.known():
+    for study_id in registry.known():
         if study_id not in config:
             continue
         section = config[study_id]
         problems += task_checks(section, study_id)
         if {"data", "model", "train"} <= set(section):
             problems += training_checks(section, study_id)
-        try:
-            checks = importlib.import_module(f"posym.studies.{study_id}.config_checks")
-        except ModuleNotFoundError:
-            continue
-        problems += checks.problems(section, study_id)
+        checks = registry.study_module(study_id, "config_checks")
+        if checks is not None:
+            problems += checks.problems(section, study_id)
     return problems
 
 
 def task_checks(section: dict, study_id: str) -> list[str]:
     """Every task a study's section names is one of the study's (a module of ``posym/studies/<id>/tasks/``)."""
-    from . import tasks
+    from posym.data import tasks
 
     own = sorted(name for name, task in tasks.registry().items() if task.study == study_id)
     return [
@@ -201,7 +200,7 @@ def canonical(config: dict) -> dict:
     shared = {
         k: v
         for k, v in config.items()
-        if k != "studies" and k not in studies.known() and LATER_SHARED_DEFAULTS.get(k, object()) != v
+        if k != "studies" and k not in registry.known() and LATER_SHARED_DEFAULTS.get(k, object()) != v
     }
     sections = {s: _without_later_defaults(config[s]) for s in config["studies"]}
     if config["studies"] == ["a"]:
@@ -286,3 +285,15 @@ def section_settings(
             node = node.setdefault(part, {})
         node[leaf] = parse_value(value)
     return validate({"studies": [study_id], study_id: merged}, sections=tuple(f"{study_id}.{k}" for k in keys))[study_id]
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--settings`` and ``--set``: where a command's study settings come from."""
+    parser.add_argument("--config", type=Path, action="append", help="YAML config file(s) in the pipeline's format")
+    parser.add_argument("--settings", help="JSON of settings of the study's section (what the rules pass)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="one setting of the study's section, e.g. train.steps=300")
+
+
+def command_settings(args: argparse.Namespace, study: str, *keys: str) -> dict:
+    """The study's section as the command sees it (:func:`section_settings`)."""
+    return section_settings(study, keys, config_files=args.config or (), settings=args.settings, assignments=args.set or ())

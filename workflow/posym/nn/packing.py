@@ -1,0 +1,234 @@
+"""The toolkit of packed models: attention with named hook points, member axes, per-member dropout and the
+checkpoint methods of a model whose tensors are its parameters by name.
+
+Every weight of a packed model carries a leading *member* axis, so ``members`` independent models (for example
+several seeds) train in one set of batched matmuls; member ``m`` is initialised from its own generator. Analyses
+never reach into a model's internals: they ask for named hook points, with TransformerLens's names and meanings
+(:data:`HOOK_POINTS`). Position information enters through a :class:`posym.nn.positions.PositionScheme`, which may
+rotate q/k (RoPE), add a score bias (ALiBi, T5) or add an embedding (absolute).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posym.nn.positions import PositionScheme
+
+Hook = Callable[[torch.Tensor], torch.Tensor | None]
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scheme: PositionScheme,
+    q_positions: torch.Tensor,
+    k_positions: torch.Tensor,
+    *,
+    scale: float | None = None,
+    causal: bool = True,
+    key_mask: torch.Tensor | None = None,
+    explicit: bool = True,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    hook: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Multi-head attention of queries (..., H, Tq, dh) over keys/values (..., H, Tk, dh); returns (..., H, Tq, dh).
+
+    Query i sits at ``q_positions[i]``; with ``causal`` it attends to every key at a position ≤ its own, else
+    to every key. ``key_mask`` (..., Tk), when given, marks the keys that may be attended to (False: padding).
+    With ``explicit`` the logits and the pattern are materialised (needed for the hooks that read them and for
+    dropout driven by our own generators); otherwise PyTorch's fused kernel computes the same values. On
+    either path ``hook_q`` / ``hook_k`` see the queries and keys before the position scheme rotates them,
+    ``hook_rot_q`` / ``hook_rot_k`` after, and ``hook_z`` each head's output (TransformerLens's names).
+    """
+    if hook is not None:
+        q, k = hook("hook_q", q), hook("hook_k", k)
+    q = scheme.rotate(q, q_positions)
+    k = scheme.rotate(k, k_positions)
+    if hook is not None:
+        q, k = hook("hook_rot_q", q), hook("hook_rot_k", k)
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    bias = scheme.score_bias(q_positions, k_positions)
+    future = k_positions[None, :] > q_positions[:, None] if causal else None
+    hidden = None if key_mask is None else ~key_mask[..., None, None, :]
+    if not explicit:
+        out = _fused_attention(q, k, v, scale, bias, future, hidden, same_positions=torch.equal(q_positions, k_positions))
+    else:
+        scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+        if bias is not None:
+            scores = scores + bias.to(scores.dtype)  # at bf16 a float32 bias would widen every logit
+        if future is not None:
+            scores = scores.masked_fill(future, float("-inf"))
+        if hidden is not None:
+            scores = scores.masked_fill(hidden, float("-inf"))
+        if hook is not None:
+            scores = hook("hook_attn_scores", scores)
+        pattern = torch.softmax(scores, dim=-1)
+        if hook is not None:
+            pattern = hook("hook_pattern", pattern)
+        if dropout is not None:
+            pattern = dropout(pattern)
+        out = torch.matmul(pattern, v)
+    return out if hook is None else hook("hook_z", out)
+
+
+def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool) -> torch.Tensor:
+    """PyTorch's fused attention. Its fast kernels take 4-d inputs and no mask (or ``is_causal``), or they fall
+    back to its slow reference path: flatten the leading axes, and name the plain causal case."""
+    lead, heads, (tq, tk) = q.shape[:-3], q.shape[-3], (q.shape[-2], k.shape[-2])
+    q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
+    if bias is None and hidden is None and (future is None or not future.any()):
+        out = F.scaled_dot_product_attention(q, k, v, scale=scale)
+    elif bias is None and hidden is None and same_positions:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    else:
+        mask = None
+        for blocked in (future, hidden):
+            if blocked is not None:
+                part = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill(blocked, float("-inf"))
+                mask = part if mask is None else mask + part
+        if bias is not None:
+            mask = bias if mask is None else mask + bias
+        if mask.dim() <= 3:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        else:
+            # A mask per member (a learned bias) or per sample (a key mask): one call per member, its mask
+            # broadcast over the batch rather than copied for every sample.
+            members = lead[0] if len(lead) > 1 else 1
+            q, k, v = (t.view(members, -1, *t.shape[-3:]) for t in (q, k, v))
+            mask = mask.reshape(-1, *mask.shape[-4:]) if mask.dim() > 4 else mask[None]
+            out = torch.stack(
+                [F.scaled_dot_product_attention(q[m], k[m], v[m], attn_mask=mask[m if len(mask) > 1 else 0], scale=scale) for m in range(members)]
+            )
+    return out.reshape(*lead, *out.shape[-3:])
+
+
+def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, bool]:
+    """``ids`` as (members, batch, T), and whether they came so: (batch, T) is taken for a one-member model."""
+    if ids.dim() == 3:
+        return ids, True
+    if members != 1:
+        raise ValueError(f"a model of {members} members needs ids of shape (members, batch, T)")
+    return ids[None], False
+
+
+def embed_members(wte: torch.Tensor, position, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Each member's token embeddings (wte (S, V, D), ids (S, B, T)) plus the scheme's additive position
+    embedding, where it has one."""
+    x = torch.stack([F.embedding(ids[m], wte[m]) for m in range(ids.shape[0])])
+    absolute = position.embedding(positions)
+    return x if absolute is None else x + absolute
+
+
+# --------------------------------------------------------------------------- dropout
+
+
+class MemberDropout:
+    """Dropout whose masks come from one generator per packed member.
+
+    Masks are drawn as 16-bit uniform integers (four per 64-bit draw, about six times cheaper
+    than ``bernoulli_`` on CPU), so the drop probability is p rounded to a multiple of 1/65536
+    (0.1 → 0.1000061); kept values are scaled by the exact 1/(1-p) of that rounded p.
+    """
+
+    def __init__(self, generators: list[torch.Generator]):
+        self.generators = generators
+
+    def __call__(self, x: torch.Tensor, p: float) -> torch.Tensor:
+        if p <= 0.0:
+            return x
+        threshold = round(p * 65536)
+        keep_scale = 65536.0 / (65536 - threshold)
+        per_member = x[0].numel()
+        draws = torch.empty(len(self.generators), (per_member + 3) // 4, dtype=torch.int64, device=x.device)
+        for m, generator in enumerate(self.generators):
+            torch.randint(-(2**63), 2**63 - 1, draws[m].shape, generator=generator, out=draws[m])
+        keep = draws.view(torch.int16)[:, :per_member].reshape(x.shape) >= (threshold - 32768)
+        return x * keep.to(x.dtype).mul_(keep_scale)
+
+
+# --------------------------------------------------------------------------- model
+
+
+def stacked(members: int, *shape: int) -> nn.Parameter:
+    """A parameter of ``shape`` per member, uninitialised: (members, *shape)."""
+    return nn.Parameter(torch.empty(members, *shape))
+
+
+class PackedByName(nn.Module):
+    """A packed model whose checkpoint tensors are its own parameters by name, member m's slice of each: the
+    checkpoint, member and cache methods of the architecture interface (:mod:`posym.nn.architectures`) for a study's
+    own model (paper B's encoder, paper C's toy model). A subclass takes ``(config, members)``, keeps them as
+    ``config`` and ``members``, and reads hooks from ``forward(ids, hooks=...)``."""
+
+    def checkpoint_tensors(self, m: int = 0) -> dict[str, torch.Tensor]:
+        return {name: param[m].detach().clone().contiguous().cpu() for name, param in self.named_parameters()}
+
+    def load_checkpoint_tensors(self, state: Mapping[str, torch.Tensor], m: int = 0) -> None:
+        params = dict(self.named_parameters())
+        if set(state) != set(params):
+            raise ValueError(f"checkpoint tensors differ from the model's: missing {sorted(set(params) - set(state))}, unexpected {sorted(set(state) - set(params))}")
+        with torch.no_grad():
+            for name, param in params.items():
+                if state[name].shape != param.shape[1:]:
+                    raise ValueError(f"{name}: checkpoint shape {tuple(state[name].shape)}, model {tuple(param.shape[1:])}")
+                param[m].copy_(state[name])
+
+    def member(self, m: int) -> "PackedByName":
+        """A single-member copy of member m, on the same device."""
+        single = type(self)(self.config, members=1)
+        single.load_checkpoint_tensors(self.checkpoint_tensors(m))
+        return single.to(next(self.parameters()).device)
+
+    @torch.no_grad()
+    def run_with_cache(self, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+        """Forward pass returning the tensors at the named hook points (member axis kept)."""
+        cache: dict[str, torch.Tensor] = {}
+        self(ids, hooks={n: (lambda t, n=n: cache.__setitem__(n, t.detach())) for n in names})
+        missing = set(names) - set(cache)
+        if missing:
+            raise KeyError(f"no such hook points: {sorted(missing)}")
+        return cache
+
+
+def layer_hook(hooks: Mapping[str, Hook] | None, layer: int):
+    """Adapt the user's {full name: fn} hooks to the names seen inside block ``layer``."""
+    if not hooks:
+        return None
+    prefix = f"blocks.{layer}."
+    local = {name[len(prefix) :]: fn for name, fn in hooks.items() if name.startswith(prefix)}
+    if not local:
+        return None
+
+    def apply(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        fn = local.get(name) or local.get(f"attn.{name}")
+        if fn is None:
+            return tensor
+        result = fn(tensor)
+        return tensor if result is None else result
+
+    # Attention materialises its logits and pattern only for hooks that read them.
+    apply.needs_pattern = any(name.split(".")[-1] in ("hook_attn_scores", "hook_pattern") for name in local)
+    return apply
+
+
+#: The hook points of block ``l`` are ``blocks.<l>.<name>``; shapes keep posym's member axis first:
+#: q/k/z (members, batch, heads, positions, d_head), scores and pattern (members, batch, heads, query, key).
+HOOK_POINTS = (
+    "hook_resid_pre",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_rot_q",
+    "attn.hook_rot_k",
+    "attn.hook_attn_scores",
+    "attn.hook_pattern",
+    "attn.hook_z",
+    "hook_resid_post",
+)

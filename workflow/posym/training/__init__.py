@@ -1,0 +1,1 @@
+"""Training: the trainer, seed packs, checkpoints (written by the trainer, read by analyses) and evaluation."""
