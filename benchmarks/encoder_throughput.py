@@ -57,7 +57,8 @@ from posym.nn.precision import PRECISIONS, autocast
 from posym.studies.b.architecture import EncoderConfig, model_config
 from posym.studies.b.tasks import get
 from posym.studies.b.tasks.words import VOCABULARY
-from posym.training.trainer import Run, TrainConfig, Trainer, learning_rate
+from posym.training.splits import Run, SplitObjective, TrainConfig, learning_rate
+from posym.training.trainer import Trainer
 
 PAPER_B = config.study_defaults("b")  # the paper's model and optimiser settings
 
@@ -114,8 +115,8 @@ class Reference(nn.Module):
             for norm, name in ((layer.norm1, "ln1"), (layer.norm2, "ln2")):
                 norm.weight.copy_(getattr(block, f"{name}_weight")[m])
                 norm.bias.copy_(getattr(block, f"{name}_bias")[m])
-        self.classifier.weight.copy_(model.head_weight[m])
-        self.classifier.bias.copy_(model.head_bias[m])
+        self.classifier.weight.copy_(model.unembed_weight[m])
+        self.classifier.bias.copy_(model.unembed_bias[m])
         return self
 
 
@@ -146,7 +147,7 @@ def reference_stepper(model: EncoderConfig, train: TrainConfig, data, batch: int
 
 def posym_trainer(members: int, model: EncoderConfig, train: TrainConfig, data, test, tmp: Path) -> Trainer:
     runs = [Run(seed=m, train=data, test=test, out=tmp / f"m{m}") for m in range(members)]
-    return Trainer(runs, model, train, VOCABULARY.tokens)
+    return Trainer(SplitObjective(runs, model, train, VOCABULARY.tokens))
 
 
 def same_function_difference(model: EncoderConfig, ids: torch.Tensor) -> float:

@@ -32,7 +32,8 @@ from posym.pipeline import config
 from posym.nn.gptj import ModelConfig
 from posym.nn.precision import autocast
 from posym.studies.a.tasks import get
-from posym.training.trainer import Run, TrainConfig, Trainer
+from posym.training.splits import Run, SplitObjective, TrainConfig
+from posym.training.trainer import Trainer
 from posym.pipeline.provenance import cpu_name
 
 PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
@@ -84,7 +85,7 @@ def flops_per_sample(c: ModelConfig) -> float:
 
 def posym_trainer(members: int, model: ModelConfig, train: TrainConfig, data, test, tmp: Path) -> Trainer:
     runs = [Run(seed=m, train=data, test=test, out=tmp / f"m{m}") for m in range(members)]
-    return Trainer(runs, model, train, get("number").vocabulary.tokens)
+    return Trainer(SplitObjective(runs, model, train, get("number").vocabulary.tokens))
 
 
 def hf_stepper(model: ModelConfig, train: TrainConfig, data, device: torch.device):

@@ -71,7 +71,7 @@ def model_config(vocab_size: int, **settings):
 
 def train_config(**settings):
     """A TrainConfig of paper A's defaults (its schema) with ``settings`` changed."""
-    from posym.training.trainer import TrainConfig
+    from posym.training.splits import TrainConfig
 
     return TrainConfig.from_dict({**posym_config.study_defaults("a")["train"], **settings})
 

@@ -379,7 +379,7 @@ def authors_copy(encoder, pe, k_rope_heads=None):
     load = Loader(encoder)
     with torch.no_grad():
         ref.embedding.weight.copy_(load("wte"))
-        load.linear(ref.fc_out, "head")
+        load.linear(ref.fc_out, "unembed")
         if pe == "random":
             ref.position_embeddings.weight.copy_(load("position.table"))
         for n, layer in enumerate(ref.layers):
@@ -500,8 +500,8 @@ def authors_mla_copy(encoder, rope):
     with torch.no_grad():
         ref.embedding.weight.copy_(load("wte"))
         ref.pos_embed.copy_(load("position.table")[None])
-        load.norm(ref.ln_f, "lnf")
-        load.linear(ref.fc_out, "head")
+        load.norm(ref.ln_f, "ln_f")
+        load.linear(ref.fc_out, "unembed")
         for n, layer in enumerate(ref.layers):
             p, attn = f"blocks.{n}.", layer["attn"]
             load.norm(layer["norm1"], p + "ln1")
@@ -579,7 +579,7 @@ def fan_in(name, d_model, d_mlp, latent):
     """nn.Linear's in_features for each of our weights (and their biases)."""
     prefix = name.rsplit(".", 1)[-1].rsplit("_", 1)[0]
     return {
-        "q": d_model, "kv": d_model, "out": d_model, "fc1": d_model, "fc2": d_mlp, "head": d_model,
+        "q": d_model, "kv": d_model, "out": d_model, "fc1": d_model, "fc2": d_mlp, "unembed": d_model,
         "dkv": d_model, "dq": d_model, "kr": d_model, "uk": latent, "uv": latent, "uq": latent, "qr": latent,
     }[prefix]  # fmt: skip
 
@@ -790,5 +790,5 @@ def test_hook_z_sees_each_heads_output():
     h = F.layer_norm(x, (D,), block.ln2_weight[0], block.ln2_bias[0], 1e-5)
     x = x + F.relu(h @ block.fc1_weight[0].T + block.fc1_bias[0]) @ block.fc2_weight[0].T + block.fc2_bias[0]
     with torch.no_grad():
-        logits = x.mean(1) @ encoder.head_weight[0].T + encoder.head_bias[0]
+        logits = x.mean(1) @ encoder.unembed_weight[0].T + encoder.unembed_bias[0]
         assert torch.allclose(logits, encoder(ids), atol=1e-5, rtol=0)

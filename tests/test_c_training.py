@@ -17,6 +17,7 @@ from posym.nn import positions
 from posym.studies.c import qk_fingerprint as qk
 from posym.studies.c import formation, training
 from posym.studies.c.architecture import model_config
+from posym.training.trainer import Trainer
 
 #: A toy size on which a run "forms" (the floor raised so that the threshold lies just under chance) in tens of steps.
 TOY = {
@@ -128,7 +129,7 @@ def test_the_head_features_read_the_penalised_matrix_and_the_previous_token_atte
 
 def train_arm(section, arm, seeds, root):
     outs = [root / f"seed{s}" for s in seeds]
-    training.ArmTrainer(section, arm, seeds, outs).train()
+    training.train_arm(section, arm, seeds, outs)
     return training.arm_outputs(section, arm, seeds, outs)
 
 
@@ -148,23 +149,23 @@ def test_packed_seeds_train_as_each_alone_and_stop_after_forming(tmp_path):
 def test_an_interrupted_arm_resumes_to_the_same_result(tmp_path, monkeypatch):
     section = settings(train={"stop_after_formation": None, "max_steps": 40})
     whole = train_arm(section, "ape_free", [0, 1], tmp_path / "whole")
-    original = training.ArmTrainer.step
+    original = Trainer.step
 
     def crash(self, step):
         if step == 27:  # after the checkpoint at step 20
             raise KeyboardInterrupt
         return original(self, step)
 
-    monkeypatch.setattr(training.ArmTrainer, "step", crash)
+    monkeypatch.setattr(Trainer, "step", crash)
     with pytest.raises(KeyboardInterrupt):
         train_arm(section, "ape_free", [0, 1], tmp_path / "resumed")
-    monkeypatch.setattr(training.ArmTrainer, "step", original)
+    monkeypatch.setattr(Trainer, "step", original)
     resumed = train_arm(section, "ape_free", [0, 1], tmp_path / "resumed")
     for a, b in zip(whole, resumed):
         pd.testing.assert_frame_equal(a.drop(columns=["train_seconds"], errors="ignore"), b.drop(columns=["train_seconds"], errors="ignore"))
     # a finished arm is not trained again
-    again = training.ArmTrainer(section, "ape_free", [0, 1], [tmp_path / "resumed" / f"seed{s}" for s in (0, 1)])
-    assert again.resume() == (0, [])
+    again = Trainer(training.ArmObjective(section, "ape_free", [0, 1], [tmp_path / "resumed" / f"seed{s}" for s in (0, 1)]))
+    assert again.resume() == 0 and again.active == []
 
 
 # ------------------------------------------------------------------------------------------------ statistics

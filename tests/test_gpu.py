@@ -11,7 +11,8 @@ import torch
 from conftest import model_config, train_config
 from posym.data.files import load_tensors, sha256_file
 from posym.studies.a.tasks import get
-from posym.training.trainer import Run, Trainer
+from posym.training.splits import Run, SplitObjective, write_outputs
+from posym.training.trainer import Trainer
 
 pytestmark = pytest.mark.gpu
 
@@ -30,14 +31,21 @@ def _trainer(tmp_path, data, seeds, **settings):
            "eval_samples": 256, "device": "cuda", "log_every": 20, **settings}
     )  # fmt: skip
     runs = [Run(seed=s, train=data[s][0], test=data[s][1], out=tmp_path / f"seed{s}") for s in seeds]
-    return Trainer(runs, MODEL, config, VOCAB.tokens)
+    return Trainer(SplitObjective(runs, MODEL, config, VOCAB.tokens))
+
+
+def _train(trainer):
+    """Train, then write each run's tables."""
+    trainer.train()
+    for m, run in enumerate(trainer.objective.runs):
+        write_outputs(run.out, trainer.objective.record(m))
 
 
 def test_data_and_evaluation_sets_live_on_the_gpu_and_auto_is_bf16(tmp_path, data):
     trainer = _trainer(tmp_path, data, [0, 1], precision="auto")
-    assert trainer.config.precision == "bf16"
-    assert all(b.tokens.is_cuda and b.labels.is_cuda for b in trainer.batches)
-    assert trainer.eval_tokens.is_cuda
+    assert trainer.objective.config.precision == "bf16"
+    assert all(b.tokens.is_cuda and b.labels.is_cuda for b in trainer.objective.batches)
+    assert trainer.objective.eval_tokens.is_cuda
 
 
 def test_a_step_does_not_synchronise_with_the_host(tmp_path, data):
@@ -56,10 +64,10 @@ def test_packed_seeds_equal_separate_runs_within_float_tolerance(tmp_path, data)
     """On a GPU, matmul kernels are chosen by shape (the batch of members among them), so a member's arithmetic may
     round differently packed than alone: equal within float32 tolerance, not to the bit."""
     packed = _trainer(tmp_path / "packed", data, [0, 1, 2], precision="fp32")
-    packed.train()
+    _train(packed)
     for s in (0, 1, 2):
         alone = _trainer(tmp_path / "alone", data, [s], precision="fp32")
-        alone.train()
+        _train(alone)
         a = load_tensors(tmp_path / f"packed/seed{s}/checkpoints/step-000060/model.safetensors")
         b = load_tensors(tmp_path / f"alone/seed{s}/checkpoints/step-000060/model.safetensors")
         for name in a:
@@ -87,12 +95,13 @@ def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path, data, restores_det
     reference = _trainer(tmp_path / "reference", data, [0, 1], deterministic=True)
     reference.train()
     interrupted = _trainer(tmp_path / "interrupted", data, [0, 1], deterministic=True)
-    interrupted._checkpoint(0, [[], []], 0.0)
+    nothing = {0: [], 1: []}
+    interrupted._write(0, [0, 1], False, nothing, {0: [], 1: []}, 0.0)
     for step in range(30):
         interrupted.step(step)
-    interrupted._checkpoint(30, [[], []], 0.0)  # where a killed run would have left its newest state
+    interrupted._write(30, [0, 1], False, nothing, {0: [], 1: []}, 0.0)  # where a killed run would have left its newest state
     resumed = _trainer(tmp_path / "interrupted", data, [0, 1], deterministic=True)
-    assert resumed.resume_step() == 30
+    assert resumed.resume() == 30
     resumed.train()
     for s in (0, 1):
         files = [tmp_path / f"{name}/seed{s}/checkpoints/step-000060/model.safetensors" for name in ("reference", "interrupted")]

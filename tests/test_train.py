@@ -13,12 +13,13 @@ import torch
 
 from posym.training import checkpoints
 from posym.data import datasets, tasks
-from posym.data.files import IntegrityError, load_tensors, sha256_file
+from posym.data.files import IntegrityError, load_tensors, save_tensors, sha256_file
 from conftest import model_config, train_config
 from posym.training.checkpoints import load_final_model, load_index
 from posym.training.evaluate import predict
 from posym.studies.a.tasks import get
-from posym.training.trainer import Run, TrainConfig, Trainer, choose_final, learning_rate, train, validation_steps, write_outputs
+from posym.training.splits import Run, SplitObjective, TrainConfig, choose_final, learning_rate, train, validation_steps, write_outputs
+from posym.training.trainer import Trainer
 
 TINY_MODEL = model_config(len(get("number").vocabulary), n_layer=2, d_model=32)
 TINY_TRAIN = train_config(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
@@ -126,7 +127,7 @@ def test_the_analysed_checkpoint_is_the_last_or_the_best_on_validation(tmp_path,
     # the index names it, and the analyses load it
     datasets.save_split(tmp_path / "val", validation, {"split": "val"})
     final = {"choice": "best_validation", "every": 20, "validation": tmp_path / "val.safetensors"}
-    write_outputs(tmp_path, trainer.record(0), final)
+    write_outputs(tmp_path, trainer.objective.record(0), final)
     index = load_index(tmp_path / "checkpoints.json")
     assert index["final"]["step"] == chosen["step"] and index["final"]["validation"] == chosen["validation"]
     assert load_final_model(tmp_path / "checkpoints.json")[2]["step"] == chosen["step"]
@@ -172,14 +173,30 @@ def test_resume_after_kill_is_bit_identical(tmp_path, precision):
     assert (interrupted / "train_log.csv").read_bytes() == (reference / "train_log.csv").read_bytes()
 
 
+def test_a_checkpoint_of_another_tensor_layout_is_not_resumed(tmp_path, small_data, caplog):
+    """A checkpoint whose tensors are named otherwise than the model's (made by an older posym, say) is trained over,
+    not loaded: its settings fingerprint alone cannot tell."""
+    train_data, test_data = small_data
+    run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
+    train([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens, outputs=False)
+    for _, directory in checkpoints.list_checkpoints(tmp_path / "checkpoints"):
+        weights = load_tensors(directory / "model.safetensors")
+        weights["lm_head.weight.old"] = weights.pop("lm_head.weight")
+        save_tensors(directory / "model.safetensors", weights)
+    trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens))
+    assert trainer.resume() == 0 and trainer.active == [0]
+    assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
+    assert "cannot resume; starting over" in caplog.text
+
+
 @pytest.mark.parametrize("change", [{"learning_rate": 1e-3}, {"precision": "bf16"}])
 def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog, change):
     train_data, test_data = small_data
     run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
     train([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)
     changed = TrainConfig(**{**TINY_TRAIN.to_dict(), **change})
-    trainer = Trainer([run], TINY_MODEL, changed, get("number").vocabulary.tokens)
-    assert trainer.resume_step() == 0
+    trainer = Trainer(SplitObjective([run], TINY_MODEL, changed, get("number").vocabulary.tokens))
+    assert trainer.resume() == 0
     assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
     assert "other settings or data" in caplog.text
 
@@ -193,7 +210,7 @@ def test_corrupt_checkpoints_are_refused_with_the_file_name(tmp_path, small_data
     state = newest / "trainer_state.safetensors"
     state.write_bytes(state.read_bytes()[:-100])  # truncated
     with pytest.raises(IntegrityError, match="trainer_state.safetensors"):
-        Trainer([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens).resume_step()
+        Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)).resume()
 
     weights = checkpoints.step_dir(tmp_path / "checkpoints", 20) / "model.safetensors"
     data = bytearray(weights.read_bytes())

@@ -66,7 +66,7 @@ def cmd_train(args) -> None:
     from posym.nn import architectures
     from posym.data import datasets, tasks
     from posym.data.files import write_json
-    from posym.training.trainer import Run, TrainConfig, Trainer
+    from posym.training.splits import Run, TrainConfig, train, write_outputs
 
     task = tasks.get(args.task)
     section = command_settings(args, task.study, "data", "model", "train")
@@ -88,15 +88,14 @@ def cmd_train(args) -> None:
             meta = {"task": args.task, "data_seed": base}
         runs.append(Run(seed=seed, train=train_data, test=test_data, out=Path(outs[i]), meta=meta))
     model_config = architectures.model_config(task.study, len(task.vocabulary), section["model"])
-    trainer = Trainer(runs, model_config, TrainConfig.from_dict(section["train"]), list(task.vocabulary.tokens))
-    trainer.train(outputs=args.record is None)
+    trainer = train(runs, model_config, TrainConfig.from_dict(section["train"]), list(task.vocabulary.tokens), outputs=args.record is None)
     if args.record is not None:
-        write_json(args.record, trainer.pack_record())
+        write_json(args.record, trainer.objective.pack_record())
 
 
 def cmd_train_outputs(args) -> None:
     from posym.data.files import read_json
-    from posym.training.trainer import write_outputs
+    from posym.training.splits import write_outputs
 
     record = read_json(args.record)
     members = {m["seed"]: m for m in record["members"]}

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 
@@ -59,6 +59,16 @@ def process_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def tensor_names(path: os.PathLike | str) -> set[str]:
+    """The names of the tensors in a safetensors file, from its header alone."""
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return set(handle.keys())
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise IntegrityError(path, f"not a readable safetensors file ({err})") from err
 
 
 @contextlib.contextmanager

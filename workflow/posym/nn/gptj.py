@@ -19,7 +19,7 @@ Its checkpoints are HF GPT-J's weights and ``config.json`` (:mod:`posym.nn.hf`);
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -184,7 +184,7 @@ class PosymModel(HFGPTJLayout, nn.Module):
         self.wte = stacked(members, config.vocab_size, d)
         self.blocks = nn.ModuleList(Block(config, members) for _ in range(config.n_layer))
         self.ln_f_weight, self.ln_f_bias = stacked(members, d), stacked(members, d)
-        self.lm_head_weight, self.lm_head_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
+        self.unembed_weight, self.unembed_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     # ---- initialisation: HF GPT-J's _init_weights, one generator per member
     def initialise(self, seeds: list[int]) -> "PosymModel":
@@ -256,7 +256,7 @@ class PosymModel(HFGPTJLayout, nn.Module):
         shape = (-1,) + (1,) * (x.dim() - 2) + (x.shape[-1],)
         normed = torch.addcmul(self.ln_f_bias.view(shape), normed, self.ln_f_weight.view(shape))
         flat = normed.reshape(normed.shape[0], -1, normed.shape[-1])
-        logits = torch.baddbmm(self.lm_head_bias[:, None], flat, self.lm_head_weight.transpose(1, 2))
+        logits = torch.baddbmm(self.unembed_bias[:, None], flat, self.unembed_weight.transpose(1, 2))
         return logits.view(*normed.shape[:-1], -1)
 
     # ---- analysis helpers

@@ -38,8 +38,8 @@ class HFGPTJLayout:
             "transformer.wte.weight": self.wte[m],
             "transformer.ln_f.weight": self.ln_f_weight[m],
             "transformer.ln_f.bias": self.ln_f_bias[m],
-            "lm_head.weight": self.lm_head_weight[m],
-            "lm_head.bias": self.lm_head_bias[m],
+            "lm_head.weight": self.unembed_weight[m],
+            "lm_head.bias": self.unembed_bias[m],
         }
         for i, block in enumerate(self.blocks):
             for ours, theirs in _HF_BLOCK_NAMES.items():
@@ -56,8 +56,8 @@ class HFGPTJLayout:
                 "transformer.wte.weight": self.wte,
                 "transformer.ln_f.weight": self.ln_f_weight,
                 "transformer.ln_f.bias": self.ln_f_bias,
-                "lm_head.weight": self.lm_head_weight,
-                "lm_head.bias": self.lm_head_bias,
+                "lm_head.weight": self.unembed_weight,
+                "lm_head.bias": self.unembed_bias,
             }
             for i, block in enumerate(self.blocks):
                 for ours, theirs in _HF_BLOCK_NAMES.items():

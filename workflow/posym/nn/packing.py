@@ -82,7 +82,7 @@ def attention(
 def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool) -> torch.Tensor:
     """PyTorch's fused attention. Its fast kernels take 4-d inputs and no mask (or ``is_causal``), or they fall
     back to its slow reference path: flatten the leading axes, and name the plain causal case."""
-    lead, heads, (tq, tk) = q.shape[:-3], q.shape[-3], (q.shape[-2], k.shape[-2])
+    lead = q.shape[:-3]
     q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
     if bias is None and hidden is None and (future is None or not future.any()):
         out = F.scaled_dot_product_attention(q, k, v, scale=scale)

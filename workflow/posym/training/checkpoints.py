@@ -182,6 +182,14 @@ def remove_all(root: Path) -> int:
     return len(found)
 
 
+def remove_after(root: Path, step: int) -> int:
+    """Delete the checkpoints past ``step`` (those of a run that did not finish); how many there were."""
+    later = [path for s, path in list_checkpoints(root) if s > step]
+    for path in later:
+        shutil.rmtree(path)
+    return len(later)
+
+
 def load_index(path: Path) -> dict:
     """Read a training job's checkpoints.json and check every listed checkpoint is intact."""
     path = Path(path)
@@ -196,7 +204,7 @@ def load_index(path: Path) -> dict:
 
 def final_entry(index: dict) -> dict:
     """The index entry of the checkpoint a run's analyses read: the one its ``final`` names (the last or the best
-    on validation, :func:`posym.training.trainer.choose_final`); the newest in an index written before there was a choice."""
+    on validation, :func:`posym.training.splits.choose_final`); the newest in an index written before there was a choice."""
     step = index.get("final", {}).get("step", index["checkpoints"][-1]["step"])
     return next(entry for entry in index["checkpoints"] if entry["step"] == step)
 

@@ -215,9 +215,9 @@ class Encoder(PackedByName):
         self.position = position_schemes.build(config, members) if scheme.embeds else position_schemes.NoPE()
         self.blocks = nn.ModuleList(EncoderLayer(config, members) for _ in range(config.n_layer))
         if config.final_layer_norm:
-            self.lnf_weight, self.lnf_bias = stacked(members, d), stacked(members, d)
+            self.ln_f_weight, self.ln_f_bias = stacked(members, d), stacked(members, d)
         # Classes are label ids over the vocabulary's size, as the authors' fc_out.
-        self.head_weight, self.head_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
+        self.unembed_weight, self.unembed_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     # ---- initialisation: PyTorch's defaults, one generator per member
     def initialise(self, seeds: list[int]) -> "Encoder":
@@ -286,13 +286,13 @@ class Encoder(PackedByName):
     def classify(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         """Logits (S, B, C) from the mean over positions (over unmasked ones with the padding mask)."""
         if self.config.final_layer_norm:
-            x = _layer_norm(x, self.lnf_weight, self.lnf_bias, self.config.layer_norm_epsilon)
+            x = _layer_norm(x, self.ln_f_weight, self.ln_f_bias, self.config.layer_norm_epsilon)
         if key_mask is None:
             pooled = x.mean(dim=2)
         else:
             weights = key_mask.to(x.dtype)[..., None]
             pooled = (x * weights).sum(2) / weights.sum(2)
-        return _linear(pooled, self.head_weight, self.head_bias)
+        return _linear(pooled, self.unembed_weight, self.unembed_bias)
 
     # ---- training and checkpoints (the interface of posym.nn.architectures)
     def decays(self, name: str) -> bool:

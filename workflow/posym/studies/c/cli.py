@@ -94,7 +94,7 @@ def cmd_train(args) -> None:
     seeds = section["seeds"]
     # Each seed's checkpoints beside the arm's tables (not declared outputs: an interrupted job resumes from them).
     outs = [args.out_runs.parent / f"seed{seed}" for seed in seeds]
-    training.ArmTrainer(section, args.arm, seeds, outs).train()
+    training.train_arm(section, args.arm, seeds, outs)
     runs, curves, heads = training.arm_outputs(section, args.arm, seeds, outs)
     write_csv(args.out_runs, runs)
     write_csv(args.out_curves, curves)

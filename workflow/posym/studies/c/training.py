@@ -28,9 +28,6 @@ import hashlib
 import json
 import logging
 import math
-import os
-import shutil
-import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -41,15 +38,13 @@ import torch.nn.functional as F
 
 from posym.training import checkpoints as ckpt
 from posym.studies.c import qk_fingerprint as qk
-from posym.data.files import load_tensors
-from posym.nn.precision import autocast, resolve_device, resolve_precision
-from posym.training.trainer import clip_per_member
+from posym.nn.precision import autocast
+from posym.training.trainer import Trainer
 
 from .architecture import AttentionOnly, model_config
 
 log = logging.getLogger("posym.c.training")
 
-STATE_FORMAT = 1
 PENALTIES = ("none", "sym", "imag")
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
 HOW_SETTINGS = ("device", "deterministic", "checkpoint_every")
@@ -161,11 +156,12 @@ def learning_rate(step: int, train: Mapping) -> float:
     return train["learning_rate"] * min(1.0, (step + 1) / max(1, train["warmup_steps"]))
 
 
-# --------------------------------------------------------------------------------------------------- trainer
+# ------------------------------------------------------------------------------------------------- objective
 
 
-class ArmTrainer:
-    """Trains the seeds of one arm packed into one model, each member until its stop step."""
+class ArmObjective:
+    """The seeds of one arm, trained packed by :class:`posym.training.trainer.Trainer`, each until its stop step:
+    CE over every position plus λ × the arm's penalty; ce, ce_pred and both penalties every ``eval_every`` steps."""
 
     def __init__(self, training: Mapping, arm: str, seeds: Sequence[int], outs: Sequence[Path]):
         if len(seeds) != len(outs) or not seeds:
@@ -173,252 +169,88 @@ class ArmTrainer:
         self.training, self.arm, self.spec = training, arm, training["arms"][arm]
         if self.spec["penalty"] not in PENALTIES:
             raise ValueError(f"arm {arm}: penalty {self.spec['penalty']!r} is not one of {PENALTIES}")
-        self.task, self.train_settings = training["task"], training["train"]
+        self.task, self.settings = training["task"], training["train"]
         self.seeds, self.outs = [int(s) for s in seeds], [Path(o) for o in outs]
-        self.device = resolve_device(self.train_settings["device"])
-        if self.train_settings["deterministic"] and self.device.type == "cuda":
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True)
-        self.precision = resolve_precision(self.train_settings["precision"], self.device)
+        self.steps, self.eval_every = self.settings["max_steps"], self.settings["eval_every"]
         self.model_config = model_config(self.task["vocab_size"], arm_model_settings(training, arm))
-        self.fingerprints = {s: arm_fingerprint(training, arm, s) for s in self.seeds}
         self.threshold = formation_threshold(self.task["vocab_size"], training["formation"]["floor"])
         self.vocab = [f"t{i}" for i in range(self.task["vocab_size"])]
+
+    def prepare(self, device: torch.device, precision: str) -> None:
+        self.device, self.precision = device, precision
         tokens, predictable = random_map_batch(
-            training["eval"]["sequences"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], [training["eval"]["seed"]]
+            self.training["eval"]["sequences"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], [self.training["eval"]["seed"]]
         )
-        self.eval_tokens = torch.as_tensor(tokens, device=self.device)
-        self.eval_mask = torch.as_tensor(predictable, device=self.device)
+        self.eval_tokens = torch.as_tensor(tokens, device=device)
+        self.eval_mask = torch.as_tensor(predictable, device=device)
 
-    # ------------------------------------------------------------------ pack
-    def _root(self, seed: int) -> Path:
-        return self.outs[self.seeds.index(seed)] / "checkpoints"
+    def fingerprint(self, m: int) -> str:
+        return arm_fingerprint(self.training, self.arm, self.seeds[m])
 
-    def _build(self, seeds: list[int]) -> None:
-        """A fresh pack of ``seeds`` (their initial weights) with a fresh optimizer."""
-        self.active = list(seeds)
-        self.model = self.model_config.build(len(seeds)).initialise(self.active).to(self.device)
-        fused = self.device.type == "cuda"
-        # The foreach kernel on a CPU: a member's update does not depend on where its slice lies in the pack.
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=self.train_settings["learning_rate"], betas=tuple(self.train_settings["betas"]),
-            eps=1e-8, weight_decay=self.train_settings["weight_decay"], fused=fused, foreach=not fused,
-        )  # fmt: skip
-        self.names = {id(p): n for n, p in self.model.named_parameters()}
-
-    def _state(self, m: int) -> tuple[dict[str, torch.Tensor], dict]:
-        tensors = {"format": torch.tensor([STATE_FORMAT])}  # never empty: at step 0 the optimizer has no state yet
-        for p, state in self.optimizer.state.items():
-            name = self.names[id(p)]
-            tensors[f"exp_avg.{name}"] = state["exp_avg"][m]
-            tensors[f"exp_avg_sq.{name}"] = state["exp_avg_sq"][m]
-        if self.optimizer.state:  # one step count for every parameter: AdamW steps them together
-            tensors["optimizer_step"] = next(iter(self.optimizer.state.values()))["step"].reshape(1).cpu()
-        return tensors, {"format": STATE_FORMAT, "fingerprint": self.fingerprints[self.active[m]], "seed": self.active[m]}
-
-    def _load(self, step: int, seeds: list[int]) -> None:
-        """The pack of ``seeds`` as their step-``step`` checkpoints left it."""
-        self._build(seeds)
-        directories = [ckpt.step_dir(self._root(s), step) for s in seeds]
-        states = [ckpt.load_trainer_state(d)[0] for d in directories]
-        for m, directory in enumerate(directories):
-            self.model.load_checkpoint_tensors(load_tensors(directory / "model.safetensors"), m)
-        if "optimizer_step" not in states[0]:
-            return
-        for p in self.model.parameters():
-            name = self.names[id(p)]
-            self.optimizer.state[p] = {
-                "step": states[0]["optimizer_step"].reshape(()).clone().to(p.device if self.device.type == "cuda" else "cpu"),
-                "exp_avg": torch.stack([s[f"exp_avg.{name}"] for s in states]).to(self.device),
-                "exp_avg_sq": torch.stack([s[f"exp_avg_sq.{name}"] for s in states]).to(self.device),
-            }
-
-    def _leave(self, seeds: set[int]) -> None:
-        """Take ``seeds`` out of the pack (they stopped): the others keep their weights and optimizer moments."""
-        keep = [m for m, s in enumerate(self.active) if s not in seeds]
-        if not keep:
-            self.active = []
-            return
-        old_model, old_optimizer, old_names = self.model, self.optimizer, self.names
-        self._build([self.active[m] for m in keep])
-        index = torch.tensor(keep, device=self.device)
-        old = dict(old_model.named_parameters())
-        with torch.no_grad():
-            for name, param in self.model.named_parameters():
-                param.copy_(old[name].index_select(0, index))
-        states = {old_names[id(p)]: s for p, s in old_optimizer.state.items()}
-        for p in self.model.parameters():
-            s = states.get(self.names[id(p)])
-            if s is not None:
-                self.optimizer.state[p] = {
-                    "step": s["step"].clone(), "exp_avg": s["exp_avg"].index_select(0, index).clone(),
-                    "exp_avg_sq": s["exp_avg_sq"].index_select(0, index).clone(),
-                }  # fmt: skip
-
-    # ------------------------------------------------------------------ resume
-    def _finished(self, seed: int) -> bool:
-        found = ckpt.list_checkpoints(self._root(seed))
-        if not found:
-            return False
-        progress = ckpt.load_progress(found[-1][1])
-        return bool(progress.get("final")) and progress.get("fingerprint") == self.fingerprints[seed]
-
-    def resume(self) -> tuple[int, list[int]]:
-        """The step to start from and the seeds still to train; restores their pack from the newest checkpoint
-        they share (a member that already stopped is done and not trained again)."""
-        todo = [s for s in self.seeds if not self._finished(s)]
-        steps = []
-        for seed in todo:
-            root = self._root(seed)
-            usable = []
-            for step, directory in ckpt.list_checkpoints(root):
-                if ckpt.has_trainer_state(directory):
-                    meta = ckpt.load_trainer_meta(directory)
-                    if meta.get("fingerprint") == self.fingerprints[seed] and meta.get("format") == STATE_FORMAT:
-                        usable.append(step)
-            steps.append(set(usable))
-        common = set.intersection(*steps) if steps else set()
-        if not todo:
-            return 0, []
-        if not common:
-            for seed in todo:
-                if ckpt.remove_all(self._root(seed)):
-                    log.warning("seed %d: its checkpoints cannot be resumed; starting over", seed)
-            self._build(todo)
-            return 0, todo
-        step = max(common)
-        for seed in todo:  # checkpoints past the common one belong to a run that did not finish
-            for s, directory in ckpt.list_checkpoints(self._root(seed)):
-                if s > step:
-                    shutil.rmtree(directory)
-        self._load(step, todo)
-        log.info("arm %s: resuming seeds %s from step %d", self.arm, todo, step)
-        return step, todo
-
-    # ------------------------------------------------------------------ steps
-    def batch(self, step: int) -> torch.Tensor:
-        words = lambda seed: [self.training["data_seed"], seed, step]  # noqa: E731
+    def batch(self, step: int, members: Sequence[int]) -> torch.Tensor:
         tokens = [
-            random_map_batch(self.train_settings["batch_size"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], words(s))[0]
-            for s in self.active
-        ]
+            random_map_batch(self.settings["batch_size"], self.task["length"], self.task["vocab_size"], self.task["map_probability"],
+                             [self.training["data_seed"], self.seeds[m], step])[0]
+            for m in members
+        ]  # fmt: skip
         return torch.as_tensor(np.stack(tokens), device=self.device)
 
-    def step(self, step: int) -> torch.Tensor:
-        ids = self.batch(step)
-        for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(step, self.train_settings)
+    def loss(self, model: AttentionOnly, ids: torch.Tensor, dropout) -> tuple[torch.Tensor, torch.Tensor]:
         with autocast(self.device, self.precision):
-            logits = self.model(ids[..., :-1])
-        S = len(self.active)
-        losses = F.cross_entropy(logits.float().flatten(0, 2), ids[..., 1:].flatten(), reduction="none").view(S, -1).mean(1)
-        total = losses
-        if self.spec["penalty"] != "none":
-            total = losses + self.spec["lambda"] * penalties(self.model)[self.spec["penalty"]]
-        total.sum().backward()
-        if self.train_settings["max_grad_norm"] is not None:
-            clip_per_member(self.model, self.train_settings["max_grad_norm"])
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return losses.detach()
+            logits = model(ids[..., :-1])
+        members = ids.shape[0]
+        losses = F.cross_entropy(logits.float().flatten(0, 2), ids[..., 1:].flatten(), reduction="none").view(members, -1).mean(1)
+        if self.spec["penalty"] == "none":
+            return losses, losses
+        return losses, losses + self.spec["lambda"] * penalties(model)[self.spec["penalty"]]
 
-    @torch.no_grad()
-    def evaluate(self, step: int) -> list[dict]:
-        """ce, ce_pred and both penalties of every active member on the evaluation stream."""
-        S = len(self.active)
+    def learning_rate(self, step: int) -> float:
+        return learning_rate(step, self.settings)
+
+    def evaluate(self, model: AttentionOnly, step: int, members: Sequence[int]) -> list[list[dict]]:
+        """ce, ce_pred and both penalties of every member on the evaluation stream, a row each."""
+        S = len(members)
         ids = self.eval_tokens.expand(S, *self.eval_tokens.shape)
         chunk = self.training["eval"]["batch_size"]
         losses = []
         for start in range(0, ids.shape[1], chunk):
             part = ids[:, start : start + chunk]
             with autocast(self.device, self.precision):
-                logits = self.model(part[..., :-1])
+                logits = model(part[..., :-1])
             losses.append(F.cross_entropy(logits.float().flatten(0, 2), part[..., 1:].flatten(), reduction="none").view(S, *part[..., 1:].shape[1:]))
         each = torch.cat(losses, dim=1)  # (S, N, T-1)
         mask = self.eval_mask.to(each.dtype)
         ce = each.mean((1, 2))
         ce_pred = (each * mask).sum((1, 2)) / mask.sum()
-        shares = penalties(self.model)
-        return [
-            {"step": step, "ce": float(ce[m]), "ce_pred": float(ce_pred[m]), "sym": float(shares["sym"][m]), "imag": float(shares["imag"][m])}
-            for m in range(S)
+        shares = penalties(model)
+        rows = [
+            [{"step": step, "ce": float(ce[i]), "ce_pred": float(ce_pred[i]), "sym": float(shares["sym"][i]), "imag": float(shares["imag"][i])}]
+            for i in range(S)
         ]
+        for m, (row,) in zip(members, rows):
+            if row["ce_pred"] < self.threshold:
+                log.info("arm %s seed %d: ce_pred %.3f at step %d, below %.3f", self.arm, self.seeds[m], row["ce_pred"], step, self.threshold)
+        return rows
 
-    def train(self) -> None:
-        t = self.train_settings
-        start, todo = self.resume()
-        if not todo:
-            log.info("arm %s: every seed already trained", self.arm)
-            return
-        margin, every = t["stop_after_formation"], t["eval_every"]
-        evals = {s: [] for s in todo}
-        logs = {s: [] for s in todo}
-        formed: dict[int, float] = {}
-        if start > 0:  # what the resumed members had measured up to the checkpoint: their formation
-            for seed in todo:
-                rows = [r for _, d in ckpt.list_checkpoints(self._root(seed)) for r in ckpt.load_progress(d)["eval"]]
-                step = formation_step(pd.DataFrame(rows, columns=["step", "ce_pred"]), self.threshold)
-                if not math.isnan(step):
-                    formed[seed] = step
-        segment = time.perf_counter()
-        window, window_steps = time.perf_counter(), 0
+    def formation(self, history: Sequence[dict]) -> float:
+        """The first evaluated step whose ce_pred is below the threshold; NaN when none is."""
+        return next((float(row["step"]) for row in history if row["ce_pred"] < self.threshold), float("nan"))
 
-        def stop_step(seed):
-            if margin is None or seed not in formed:
-                return t["max_steps"]
-            return min(t["max_steps"], int(formed[seed]) + margin)
+    def stop_step(self, m: int, history: Sequence[dict]) -> int:
+        """``stop_after_formation`` steps after the formation, or ``max_steps``."""
+        formed, margin = self.formation(history), self.settings["stop_after_formation"]
+        if margin is None or math.isnan(formed):
+            return self.steps
+        return min(self.steps, int(formed) + margin)
 
-        def write(step, seeds, final):
-            wall = time.perf_counter() - segment
-            for seed in seeds:
-                m = self.active.index(seed)
-                progress = {"step": step, "eval": evals[seed], "log": logs[seed], "wall_seconds": wall, "final": final,
-                            "fingerprint": self.fingerprints[seed], "formation_step": formed.get(seed)}  # fmt: skip
-                state = None if final else self._state(m)
-                ckpt.write_checkpoint(self._root(seed), step, self.model, m, self.vocab, progress, state)
-                for s, directory in ckpt.list_checkpoints(self._root(seed)):
-                    if (s < step or final) and ckpt.has_trainer_state(directory):
-                        ckpt.drop_trainer_state(directory)
-                evals[seed], logs[seed] = [], []
+    def progress(self, m: int, step: int, final: bool, history: Sequence[dict]) -> dict:
+        formed = self.formation(history)
+        return {"final": final, "fingerprint": self.fingerprint(m), "formation_step": None if math.isnan(formed) else formed}
 
-        if start == 0:
-            rows = self.evaluate(0)
-            for seed, row in zip(self.active, rows):
-                evals[seed].append(row)
-            write(0, list(self.active), final=False)
-        self.model.train()
-        step = start
-        while self.active:
-            losses = self.step(step)
-            step += 1
-            window_steps += 1
-            if step % t["log_every"] == 0:
-                values = losses.cpu().tolist()
-                for seed, value in zip(self.active, values):
-                    logs[seed].append({"step": step, "loss": value, "lr": learning_rate(step - 1, t)})
-                now = time.perf_counter()
-                log.info("arm %s step %d: loss %s  %.2f s/step (%d members)", self.arm, step, " ".join(f"{v:.3f}" for v in values),
-                         (now - window) / window_steps, len(self.active))  # fmt: skip
-                window, window_steps = now, 0
-            if step % every == 0 or step == t["max_steps"]:
-                self.model.eval()
-                rows = self.evaluate(step)
-                self.model.train()
-                for seed, row in zip(self.active, rows):
-                    evals[seed].append(row)
-                    if seed not in formed and row["ce_pred"] < self.threshold:
-                        formed[seed] = float(step)
-                        log.info("arm %s seed %d: formed at step %d (ce_pred %.3f)", self.arm, seed, step, row["ce_pred"])
-            done = {s for s in self.active if step >= stop_step(s)}
-            if done:
-                write(step, sorted(done, key=self.active.index), final=True)
-            periodic = [s for s in self.active if s not in done]
-            if periodic and step % t["checkpoint_every"] == 0:
-                write(step, periodic, final=False)
-            if done or (periodic and step % t["checkpoint_every"] == 0):
-                segment = time.perf_counter()
-            if done:
-                self._leave(done)
+
+def train_arm(training: Mapping, arm: str, seeds: Sequence[int], outs: Sequence[Path]) -> None:
+    """Train the seeds of ``arm`` (resuming where their checkpoints allow)."""
+    Trainer(ArmObjective(training, arm, seeds, outs)).train()
 
 
 # --------------------------------------------------------------------------------------------------- outputs
