@@ -27,7 +27,9 @@ from torch import nn
 
 from posym.nn import positions as position_schemes
 from posym.nn.hf import HFGPTJLayout
-from posym.nn.packing import Hook, MemberDropout, attention, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn.packing import (
+    Hook, MemberDropout, attention, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
+)
 from posym.nn.positions import PositionScheme
 
 #: Settings older checkpoints recorded that no longer exist; ignored on load. ``n_positions`` (128) invented a
@@ -186,22 +188,9 @@ class PosymModel(HFGPTJLayout, nn.Module):
         self.ln_f_weight, self.ln_f_bias = stacked(members, d), stacked(members, d)
         self.unembed_weight, self.unembed_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
-    # ---- initialisation: HF GPT-J's _init_weights, one generator per member
+    # ---- initialisation: HF GPT-J's _init_weights (std initializer_range), one generator per member
     def initialise(self, seeds: list[int]) -> "PosymModel":
-        if len(seeds) != self.members:
-            raise ValueError(f"need one seed per member ({self.members}), got {seeds}")
-        std = self.config.initializer_range
-        with torch.no_grad():
-            for m, seed in enumerate(seeds):
-                generator = torch.Generator().manual_seed(seed)
-                for name, param in self.named_parameters():
-                    target = param[m]
-                    if name.endswith("bias"):
-                        target.zero_()
-                    elif name.split(".")[-1] in ("ln_weight", "ln_f_weight"):
-                        target.fill_(1.0)
-                    else:
-                        target.copy_(torch.randn(target.shape, generator=generator) * std)
+        normal_initialise(self, seeds, self.config.initializer_range)
         return self
 
     # ---- forward
@@ -252,12 +241,7 @@ class PosymModel(HFGPTJLayout, nn.Module):
         return x
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
-        normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
-        shape = (-1,) + (1,) * (x.dim() - 2) + (x.shape[-1],)
-        normed = torch.addcmul(self.ln_f_bias.view(shape), normed, self.ln_f_weight.view(shape))
-        flat = normed.reshape(normed.shape[0], -1, normed.shape[-1])
-        logits = torch.baddbmm(self.unembed_bias[:, None], flat, self.unembed_weight.transpose(1, 2))
-        return logits.view(*normed.shape[:-1], -1)
+        return unembed(x, self.ln_f_weight, self.ln_f_bias, self.unembed_weight, self.unembed_bias, self.config.layer_norm_epsilon)
 
     # ---- analysis helpers
     @torch.no_grad()

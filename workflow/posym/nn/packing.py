@@ -162,6 +162,42 @@ def stacked(members: int, *shape: int) -> nn.Parameter:
     return nn.Parameter(torch.empty(members, *shape))
 
 
+def normal_initialise(model: nn.Module, seeds: list[int], std: float, scheme: nn.Module | None = None) -> None:
+    """GPT-style initialisation of a packed model, one generator per member (so a member's weights do not depend
+    on its pack): biases 0, LayerNorm gains (parameters named ``ln…``) 1, every other weight N(0, std²), drawn in
+    parameter order. With ``scheme``, the position scheme's own parameters are left to it: it draws them after
+    the member's other weights (``initialise_member``)."""
+    if len(seeds) != model.members:
+        raise ValueError(f"need one seed per member ({model.members}), got {seeds}")
+    own = {id(p) for p in scheme.parameters()} if scheme is not None else set()
+    with torch.no_grad():
+        for m, seed in enumerate(seeds):
+            generator = torch.Generator().manual_seed(seed)
+            for name, param in model.named_parameters():
+                if id(param) in own:
+                    continue
+                leaf, target = name.rsplit(".", 1)[-1], param[m]
+                if leaf.endswith("bias"):
+                    target.zero_()
+                elif leaf.startswith("ln"):
+                    target.fill_(1.0)
+                else:
+                    target.copy_(torch.randn(target.shape, generator=generator) * std)
+            if scheme is not None:
+                scheme.initialise_member(m, generator)
+
+
+def unembed(x: torch.Tensor, ln_weight: torch.Tensor, ln_bias: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """The final LayerNorm and the unembedding of each member: x (S, …, D), gains and biases (S, D), weight (S, V, D),
+    bias (S, V); logits (S, …, V)."""
+    normed = F.layer_norm(x, (x.shape[-1],), eps=eps)
+    shape = (-1,) + (1,) * (x.dim() - 2) + (x.shape[-1],)
+    normed = torch.addcmul(ln_bias.view(shape), normed, ln_weight.view(shape))
+    flat = normed.reshape(normed.shape[0], -1, normed.shape[-1])
+    logits = torch.baddbmm(bias[:, None], flat, weight.transpose(1, 2))
+    return logits.view(*normed.shape[:-1], -1)
+
+
 class PackedByName(nn.Module):
     """A packed model whose checkpoint tensors are its own parameters by name, member m's slice of each: the
     checkpoint, member and cache methods of the architecture interface (:mod:`posym.nn.architectures`) for a study's

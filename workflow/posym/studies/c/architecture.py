@@ -30,7 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from posym.nn import positions as position_schemes
-from posym.nn.packing import Hook, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn.packing import (
+    Hook, PackedByName, attention, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
+)
 
 POSITIONS = ("learned", "rope_rotate_half", "nope")
 
@@ -121,23 +123,7 @@ class AttentionOnly(PackedByName):
         self.unembed_weight, self.unembed_bias = stacked(members, config.vocab_size, d), stacked(members, config.vocab_size)
 
     def initialise(self, seeds: list[int]) -> "AttentionOnly":
-        if len(seeds) != self.members:
-            raise ValueError(f"need one seed per member ({self.members}), got {seeds}")
-        std = self.config.init_std
-        with torch.no_grad():
-            for m, seed in enumerate(seeds):
-                generator = torch.Generator().manual_seed(seed)
-                for name, param in self.named_parameters():
-                    if name.startswith("position."):
-                        continue
-                    leaf, target = name.rsplit(".", 1)[-1], param[m]
-                    if leaf.endswith("bias"):
-                        target.zero_()
-                    elif leaf.startswith("ln"):
-                        target.fill_(1.0)
-                    else:
-                        target.copy_(torch.randn(target.shape, generator=generator) * std)
-                self.position.initialise_member(m, generator)
+        normal_initialise(self, seeds, self.config.init_std, scheme=self.position)
         return self
 
     def forward(self, ids: torch.Tensor, *, hooks: Mapping[str, Hook] | None = None, dropout=None) -> torch.Tensor:
@@ -151,11 +137,7 @@ class AttentionOnly(PackedByName):
             x = block(x, self.position, positions, hook=hook)
             if hook is not None:
                 x = hook("hook_resid_post", x)
-        normed = F.layer_norm(x, (x.shape[-1],), eps=self.config.layer_norm_epsilon)
-        normed = torch.addcmul(self.ln_f_bias[:, None, None], normed, self.ln_f_weight[:, None, None])
-        S, B, T, D = normed.shape
-        logits = torch.baddbmm(self.unembed_bias[:, None], normed.reshape(S, B * T, D), self.unembed_weight.transpose(1, 2))
-        logits = logits.view(S, B, T, -1)
+        logits = unembed(x, self.ln_f_weight, self.ln_f_bias, self.unembed_weight, self.unembed_bias, self.config.layer_norm_epsilon)
         return logits if packed else logits[0]
 
     # ---- the QK weights, for the penalties and the fingerprint
