@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO
 from posym.pipeline import config, study
-from posym.studies.b import deposit, probe, results, toeplitz
+from posym.studies.b import deposit, paper, probe, results, toeplitz
 from posym.studies.b.architecture import model_config
 from posym.studies.b.variants import variant_settings
 from posym.studies.b.tasks import get
@@ -210,21 +210,21 @@ def verdict_of(table: pd.DataFrame, check: str) -> str:
 
 def test_b1_and_b2_verdicts_follow_the_numbers():
     good = runs_frame({("rope", "distance"): 90, ("nope", "distance"): 20, ("alibi", "distance"): 59, ("nope", "count"): 70, ("rope", "count"): 60, ("mla", "count"): 95})
-    b1 = results.claims_b1(good)
+    b1 = results.claim_b1(good)
     assert verdict_of(b1, "RoPE accuracy") == ["pass"] and verdict_of(b1, "RoPE − NoPE") == ["pass"] and verdict_of(b1, "RoPE − ALiBi") == ["pass"]
-    assert verdict_of(results.claims_b2(good), "NoPE − RoPE") == ["pass"] and verdict_of(results.claims_b2(good), "MLA") == ["pass"]
+    assert verdict_of(results.claim_b2(good), "NoPE − RoPE") == ["pass"] and verdict_of(results.claim_b2(good), "MLA") == ["pass"]
     bad = good.assign(accuracy=lambda f: np.where((f["variant"] == "alibi"), 70, f["accuracy"]))
-    assert verdict_of(results.claims_b1(bad), "RoPE − ALiBi") == ["fail"]
-    missing = results.claims_b1(good[good["variant"] != "nope"])
+    assert verdict_of(results.claim_b1(bad), "RoPE − ALiBi") == ["fail"]
+    missing = results.claim_b1(good[good["variant"] != "nope"])
     assert verdict_of(missing, "RoPE − NoPE") == ["not tested"] and "not trained: nope" in missing.iloc[1]["measured"]
 
 
 def test_b4_is_not_tested_when_the_reference_model_learned_nothing():
     learned = runs_frame({("partial_rope_1", "distance"): 88, ("partial_rope_all", "distance"): 91})
-    assert verdict_of(results.claims_b4(learned, 50), "all heads") == ["pass"]
-    assert verdict_of(results.claims_b4(learned.assign(accuracy=[70, 91]), 50), "all heads") == ["fail"]
+    assert verdict_of(results.claim_b4(learned, 50), "all heads") == ["pass"]
+    assert verdict_of(results.claim_b4(learned.assign(accuracy=[70, 91]), 50), "all heads") == ["fail"]
     chance = runs_frame({("partial_rope_1", "distance"): 2, ("partial_rope_all", "distance"): 3})
-    table = results.claims_b4(chance, 50)
+    table = results.claim_b4(chance, 50)
     assert verdict_of(table, "all heads") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
 
 
@@ -240,29 +240,29 @@ def ablation_frame(variant, task, drops: dict, baseline=0.9, layers=2, heads=4) 
 def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
     controls = [ablation_frame("nope", "distance", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
     deposit_in_layer_0 = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60}), *controls])
-    table = results.claims_b3(deposit_in_layer_0, 50)
+    table = results.claim_b3(deposit_in_layer_0, 50)
     assert set(table["verdict"]) == {"pass"} and len(table) == 4
     two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
-    assert verdict_of(results.claims_b3(two_heads, 50), "one layer-0") == ["fail"]
+    assert verdict_of(results.claim_b3(two_heads, 50), "one layer-0") == ["fail"]
     in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60}), *controls])
-    assert verdict_of(results.claims_b3(in_layer_1, 50), "one layer-0") == ["fail"]
+    assert verdict_of(results.claim_b3(in_layer_1, 50), "one layer-0") == ["fail"]
     noisy = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (1, 0): 8}), *controls])
-    assert verdict_of(results.claims_b3(noisy, 50), "every other") == ["fail"]
+    assert verdict_of(results.claim_b3(noisy, 50), "every other") == ["fail"]
     untrained = pd.concat([ablation_frame("rope", "distance", {}, baseline=0.05), *controls])
-    table = results.claims_b3(untrained, 50)
+    table = results.claim_b3(untrained, 50)
     assert verdict_of(table, "one layer-0") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
 
 
 def test_b5_reads_the_mla_ablation():
-    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {(0, 1): 12}), 50), "no deposit") == ["pass"]
-    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {(0, 1): 25}), 50), "no deposit") == ["fail"]
-    assert verdict_of(results.claims_b5(ablation_frame("mla", "distance", {}, baseline=0.1), 50), "no deposit") == ["not tested"]
-    assert verdict_of(results.claims_b5(ablation_frame("rope", "distance", {}), 50), "no deposit") == ["not tested"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 12}), 50), "no deposit") == ["pass"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 25}), 50), "no deposit") == ["fail"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {}, baseline=0.1), 50), "no deposit") == ["not tested"]
+    assert verdict_of(results.claim_b5(ablation_frame("rope", "distance", {}), 50), "no deposit") == ["not tested"]
 
 
 def test_the_paper_numbers_are_only_the_notes():
     """The 'paper' column holds §B6's values; every number in it is one the spec gives."""
     spec_numbers = {"92.64", "69.43", "88.34", "97.41", "77.69"}
-    for value in results.PAPER_ACCURACY.values():
+    for value in paper.ACCURACY.values():
         number = value.split()[0]
         assert not number[0].isdigit() or number in spec_numbers

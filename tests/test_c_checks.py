@@ -29,14 +29,14 @@ def test_c1_the_null_sits_at_the_published_values(measured):
     assert len(rows) == 4
     for check, value in rows.items():
         assert value == pytest.approx(0.707 if "dir_frac" in check else 0.61, abs=0.01 if "dir_frac" in check else 0.02), check
-    assert (checks.claims(measured, "C-1")["verdict"] == "pass").all()
+    assert (checks.claim_c1(measured)["verdict"] == "pass").all()
 
 
 def test_c2_the_gauge_moves_the_weights_not_the_spectrum(measured):
     rows = measured[measured["claim"] == "C-2"]
     assert (rows.loc[rows["kind"] == "max", "measured"] < 1e-10).all()
     assert rows.loc[rows["kind"] == "min", "measured"].iloc[0] > 0.01
-    assert (checks.claims(measured, "C-2")["verdict"] == "pass").all()
+    assert (checks.claim_c2(measured)["verdict"] == "pass").all()
 
 
 def test_c3_the_rope_identities_hold_for_both_pairings(measured):
@@ -45,14 +45,14 @@ def test_c3_the_rope_identities_hold_for_both_pairings(measured):
     float32 = rows[rows["check"].str.contains("float32")]
     assert (float32["measured"] < 1e-6).all() and (float32["measured"] > 0).all()  # float32 rounding, not exact
     assert (rows.loc[rows["check"].str.contains("closed-form"), "measured"] < 1e-12).all()
-    verdicts = checks.claims(measured, "C-3")
+    verdicts = checks.claim_c3(measured)
     assert (verdicts["verdict"] == "pass").all() and verdicts["check"].str.contains("rotate_half").sum() == 3
 
 
 def test_a_check_can_fail(section, measured):
     strict = {**section, "rope": {**section["rope"], "tolerance": 1e-12}, "random_null": {**section["random_null"], "targets": {"dir_frac": [0.5, 0.01], "D_head": [0.61, 0.02]}}}
     measured = checks.measure(strict)
-    c1, c3 = checks.claims(measured, "C-1"), checks.claims(measured, "C-3")
+    c1, c3 = checks.claim_c1(measured), checks.claim_c3(measured)
     assert (c1[c1["check"].str.contains("dir_frac")]["verdict"] == "fail").all()
     assert (c3[c3["check"].str.contains("float32")]["verdict"] == "fail").all()
     assert (c3[c3["check"].str.contains("closed-form")]["verdict"] == "pass").all()

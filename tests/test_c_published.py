@@ -104,6 +104,6 @@ def test_table3_and_the_ablation_print_as_the_paper(frames):
 
 
 def test_claim_c5_passes_on_the_cache(table2, frames):
-    rows = published.claims_c5(table2.reset_index(), published.permutation(frames))
+    rows = published.claim_c5(table2.reset_index(), published.permutation(frames))
     assert (rows["verdict"] == "pass").all() and rows["source"].str.len().gt(0).all()
     assert len(rows) == len(paper.MODELS) + 2

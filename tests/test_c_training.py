@@ -190,7 +190,7 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     full = posym_config.deep_merge(section, {"train": {"stop_after_formation": None}})  # every seed trains max_steps
     measured = formation.measure(runs, full)
     assert measured["passed"].all() and len(measured) == 7
-    verdicts = formation.claims(measured)
+    verdicts = formation.claim_c4(measured)
     assert (verdicts["verdict"] == "pass").all() and (verdicts["claim"] == "C-4").all()
     worse = runs.assign(final_ce_pred=np.where(runs["arm"] == "ape_sym", 0.9, 0.5), prev_dir_frac=0.3)
     failed = formation.measure(worse, full).set_index("check")["passed"]
@@ -201,7 +201,7 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     end_state = [check for check in early.index if check.startswith("final ce_pred")] + end_state[1:]
     assert len(end_state) == 4 and early.loc[end_state, "passed"].isna().all() and early["passed"].notna().sum() == 3
     assert early.loc[end_state, "threshold"].str.contains("not judged").all()
-    shown = formation.claims(early.reset_index()).set_index("check")["verdict"]
+    shown = formation.claim_c4(early.reset_index()).set_index("check")["verdict"]
     assert (shown[end_state] == "not tested").all() and (shown.drop(end_state) == "pass").all()
     # a seed that never forms counts one evaluation past the cap
     censored = runs.assign(formation_step=np.where((runs["arm"] == "ape_sym") & (runs["seed"] == 0), np.nan, runs["formation_step"]))

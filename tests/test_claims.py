@@ -1,4 +1,7 @@
-"""Claim verdict tables and the report's claims summary."""
+"""Claim verdict tables, the report's claims summary, and the studies' one template for judging claims."""
+
+import ast
+import re
 
 import pandas as pd
 
@@ -80,3 +83,48 @@ def test_every_row_says_where_its_threshold_comes_from_and_the_seed_summary_keep
 def test_summary_reads_a_table_written_before_the_source_column():
     older = claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).drop(columns="source")
     assert claims.summary([older], CLAIMS).set_index("claim").loc["A-6", "verdict"] == "pass"
+
+
+# ------------------------------------------------------------------------------------------ one template
+
+
+def top_level_functions(study_id: str) -> dict[str, list[str]]:
+    """Every top-level function name defined in a study's package, with the modules that define it."""
+    folder = study.load(study_id).folder
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef):
+                found.setdefault(node.name, []).append(str(path.relative_to(folder)))
+    return found
+
+
+def judge(claim_id: str) -> str:
+    """The name of the function that judges a claim: claim_a2 for A-2."""
+    return "claim_" + claim_id.replace("-", "").lower()
+
+
+def test_every_claim_is_judged_by_one_function_claim_id_that_its_notebook_calls():
+    for study_id in ("a", "b", "c"):
+        table, functions = study.load(study_id), top_level_functions(study_id)
+        for claim in table.claims:
+            name = judge(claim.id)
+            assert len(functions.get(name, [])) == 1, f"{claim.id}: {name} defined in {functions.get(name)}"
+            notebook = table.notebooks[claim.notebook].source.read_text()
+            assert re.search(rf"\b{name}\b", notebook), f"{claim.id}: notebook {claim.notebook} does not call {name}"
+        # the names before the convention (claims, claims_a4, ...) are gone
+        assert not [f for f in functions if f == "claims" or f.startswith("claims_")], study_id
+
+
+def test_paper_a_claims_read_their_thresholds_from_the_schema():
+    table = study.load("a")
+    thresholds = config.study_defaults("a")["claims"]
+    for claim in table.claims:
+        key = "claims." + claim.id.replace("-", "").lower()
+        assert key.split(".")[1] in thresholds, claim.id
+        assert key in table.notebooks[claim.notebook].config, f"{claim.id}: notebook {claim.notebook} is not given {key}"
+
+
+def test_every_study_keeps_its_published_values_in_paper_py():
+    for study_id in ("a", "b", "c"):
+        assert (study.load(study_id).folder / "paper.py").is_file(), study_id

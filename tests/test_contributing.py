@@ -116,7 +116,7 @@ def test_a_new_task_is_one_file(toy_run, tmp_path):
 
 def test_a_new_position_scheme_is_a_class_and_a_name(toy_run, tmp_path):
     workdir = copy_of(toy_run, tmp_path)
-    with open(workdir / "workflow" / "posym" / "positions.py", "a") as positions:
+    with open(workdir / "workflow" / "posym" / "nn" / "positions.py", "a") as positions:
         positions.write(
             '\n\n@register("shifted_rope")\n'
             "class ShiftedRope(Rope):\n"

@@ -7,8 +7,11 @@ import torch
 
 from conftest import model_config
 from posym.nn.gptj import PosymModel
+from posym.pipeline import config
 from posym.studies.a import length_generalisation as discrepancy
 from posym.studies.a.tasks import get
+
+A5 = config.study_defaults("a")["claims"]["a5"]  # claim A-5's thresholds, the spec's (the band's tolerance posym's)
 
 
 @pytest.fixture(scope="module")
@@ -104,20 +107,20 @@ PAPER_LIKE = {
 }
 
 
-def test_claims_a5_pass_on_the_papers_curves_and_interpolate_850():
-    claims = discrepancy.claims_a5(length_frame(PAPER_LIKE), seeds=[0])
+def test_claim_a5_pass_on_the_papers_curves_and_interpolate_850():
+    claims = discrepancy.claim_a5(length_frame(PAPER_LIKE), [0], A5)
     per_seed = claims[claims["seed"] == "0"].set_index("check")
     assert (per_seed["verdict"] == "pass").all(), per_seed
     assert per_seed.loc["letter accuracy at x = 850 ≥ 0.85", "measured"] == "0.885 (interpolated)"
 
 
-def test_claims_a5_fail_and_falsify_when_number_generalises():
+def test_claim_a5_fail_and_falsify_when_number_generalises():
     curves = {
         **PAPER_LIKE,
         ("number", 1): {x: 0.999 for x in PAPER_LIKE[("number", 0)]},
         ("letter", 1): PAPER_LIKE[("letter", 0)],
     }
-    table = discrepancy.claims_a5(length_frame(curves), seeds=[0, 1]).set_index(["check", "seed"])
+    table = discrepancy.claim_a5(length_frame(curves), [0, 1], A5).set_index(["check", "seed"])
     claims = table["verdict"]
     assert claims[("number accuracy at x = 300 ≤ 0.55", "1")] == "fail"
     assert claims[("no measured x ≥ 100 with number ≥ letter (falsifier)", "1")] == "fail"
@@ -125,9 +128,9 @@ def test_claims_a5_fail_and_falsify_when_number_generalises():
     assert table["measured"][("letter − number ≥ 0.3 at every measured x ≥ 200", "all")] == "1 of 2 seeds pass"
 
 
-def test_claims_a5_without_long_lengths_or_a_task_are_not_tested():
+def test_claim_a5_without_long_lengths_or_a_task_are_not_tested():
     short = {("letter", 0): {0: 1.0, 50: 1.0}}
-    claims = discrepancy.claims_a5(length_frame(short), seeds=[0]).set_index("check")["verdict"]
+    claims = discrepancy.claim_a5(length_frame(short), [0], A5).set_index("check")["verdict"]
     band = "letter within ±0.1 of Fig 5B at every measured x"
     assert claims[band] == "pass"  # the lengths it has are inside the digitised range
     assert set(claims.drop(band)) == {"not tested"}
@@ -143,7 +146,7 @@ def paper_curves(shift: float = 0.0, seed: int = 0) -> dict[tuple[str, int], dic
 
 
 def test_the_papers_own_curve_passes_the_two_sided_check():
-    claims = discrepancy.claims_a5(length_frame(paper_curves()), seeds=[0]).set_index("check")
+    claims = discrepancy.claim_a5(length_frame(paper_curves()), [0], A5).set_index("check")
     assert (claims["verdict"] == "pass").all(), claims
     assert claims.loc["number within ±0.1 of Fig 5B at every measured x", "measured"].endswith("all 23 points within")
     assert (claims["source"].str.len() > 0).all()
@@ -151,7 +154,7 @@ def test_the_papers_own_curve_passes_the_two_sided_check():
 
 
 def test_a_number_curve_0_3_below_the_paper_fails_the_two_sided_check_but_not_the_one_sided_ones():
-    claims = discrepancy.claims_a5(length_frame(paper_curves(shift=-0.3)), seeds=[0]).set_index("check")
+    claims = discrepancy.claim_a5(length_frame(paper_curves(shift=-0.3)), [0], A5).set_index("check")
     band = claims.loc["number within ±0.1 of Fig 5B at every measured x"]
     assert band["verdict"] == "fail"
     assert band["measured"].startswith("largest gap -0.300 at x = 0") and "outside at x = 0 (-0.30), 10 (-0.30)" in band["measured"]
@@ -163,6 +166,15 @@ def test_paper_gaps_interpolate_inside_the_digitised_range_and_never_beyond():
     assert discrepancy.paper_accuracy("letter", [850])[0] == pytest.approx(0.885)
     assert discrepancy.paper_accuracy("number", [45, 0, 5000]) == pytest.approx([0.91, 0.996, 0.04])
     assert np.isnan(discrepancy.paper_accuracy("number", [6000])[0])
-    gaps = discrepancy.paper_gaps(length_frame({("number", 0): {45: 0.71, 100: 0.74, 6000: 0.01}}))
+    gaps = discrepancy.paper_gaps(length_frame({("number", 0): {45: 0.71, 100: 0.74, 6000: 0.01}}), A5["tolerance"])
     assert gaps["extra_tokens"].tolist() == [45, 100]
     assert gaps["gap"].tolist() == pytest.approx([-0.2, 0.0]) and gaps["within"].tolist() == [False, True]
+
+
+def test_claim_a5_thresholds_are_the_schemas():
+    looser = {**A5, "tolerance": 0.35, "number_at_100": 0.5, "min_gap": 0.7}
+    claims = discrepancy.claim_a5(length_frame(paper_curves(shift=-0.3)), [0], looser).set_index("check")
+    assert claims.loc["number within ±0.35 of Fig 5B at every measured x", "verdict"] == "pass"
+    assert claims.loc["number within ±0.35 of Fig 5B at every measured x", "source"] == discrepancy.band_source(0.35)
+    assert claims.loc["number accuracy at x = 100 ≤ 0.5", "verdict"] == "pass"  # 0.44
+    assert claims.loc["letter − number ≥ 0.7 at every measured x ≥ 200", "verdict"] == "fail"

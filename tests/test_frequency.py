@@ -7,10 +7,13 @@ import torch
 
 from conftest import model_config
 from posym.nn.gptj import PosymModel
+from posym.pipeline import config
 from posym.studies.a import paper
 from posym.studies.a import rope_frequency as frequency
 from posym.studies.a.tasks import PAPER_ORDER, get
 from posym.data.tasks import TaskData
+
+A4 = config.study_defaults("a")["claims"]["a4"]  # claim A-4's bands, the spec's
 
 
 def test_frequency_ids_are_1_indexed_as_in_table1():
@@ -181,7 +184,7 @@ def test_small_logits_give_a_narrow_null_that_an_inert_head_lies_in():
 
 def test_a_flat_curve_fails_the_low_frequency_check_although_its_id_is_at_least_30():
     flat = measured_use("number", 0, np.ones((30, 12, 1, 64)))
-    row = frequency.claims_a4(flat, seeds=[0]).set_index("check").loc["number layers 5–11: ID ≥ 30, above a flat curve"]
+    row = frequency.claim_a4(flat, [0], A4).set_index("check").loc["number layers 5–11: ID ≥ 30, above a flat curve"]
     assert row["verdict"] == "fail"
     assert row["measured"].startswith("L5 32, L6 32") and "not separated from a flat curve: L5 (ID* 32.5, null 32.5–32.5)" in row["measured"]
     assert "Table 1" in row["source"] and "§A12" in row["source"]
@@ -193,7 +196,7 @@ def test_inert_heads_near_32_5_fail_the_low_frequency_check():
     assert (table.loc[1:, "round(ID*)"].between(32, 33)).all()  # ID ≥ 30 would pass them all
     # pure noise lands beyond the 99 % quantile on 1 % of layers; the check needs every layer beyond it
     assert (table.loc[1:, "ID* vs flat-curve null"] == "within").sum() >= 9
-    verdict = frequency.claims_a4(use, seeds=[0]).set_index("check")["verdict"]
+    verdict = frequency.claim_a4(use, [0], A4).set_index("check")["verdict"]
     assert verdict["letter layers 1–11: ID ≥ 30, above a flat curve"] == "fail"
     assert verdict["letter layer 0: 10 ≤ ID ≤ 30, below a flat curve"] == "pass"
 
@@ -205,12 +208,12 @@ def test_a_clear_low_frequency_preference_passes_and_the_table_shows_each_layer(
         "task", "seed", "layer", "ID*", "round(ID*)", "peak ID", "max u", "null 1 %", "null 99 %", "ID* vs flat-curve null"
     ]
     assert table["peak ID"].tolist() == PAPER_IDS["number"] and (table["max u"] > 7).all()
-    verdict = frequency.claims_a4(use, seeds=[0]).set_index("check")["verdict"]
+    verdict = frequency.claim_a4(use, [0], A4).set_index("check")["verdict"]
     assert verdict["number layers 5–11: ID ≥ 30, above a flat curve"] == "pass"
     assert verdict["number layers 0–3: ID ≤ 3, below a flat curve"] == "pass"
 
 
-def test_claims_a4_per_seed_and_over_seeds():
+def test_claim_a4_per_seed_and_over_seeds():
     number_bad = list(PAPER_IDS["number"])
     number_bad[1] = 20  # a positional layer on a slow frequency
     use = pd.concat(
@@ -221,7 +224,7 @@ def test_claims_a4_per_seed_and_over_seeds():
             paper_like_use("letter", 1),
         ]
     )
-    claims = frequency.claims_a4(use, seeds=[0, 1])
+    claims = frequency.claim_a4(use, [0, 1], A4)
     assert (claims["source"].str.len() > 0).all()
     verdict = claims.set_index(["check", "seed"])["verdict"]
     positional, intermediate = "number layers 0–3: ID ≤ 3, below a flat curve", "letter layer 0: 10 ≤ ID ≤ 30, below a flat curve"
@@ -239,20 +242,29 @@ def test_claims_a4_per_seed_and_over_seeds():
     assert "not separated from a flat curve: L1 (ID* 32." in letter and "L2" not in letter.split(";")[1]
 
 
-def test_claims_a4_leave_missing_layers_and_tasks_untested():
+def test_claim_a4_leave_missing_layers_and_tasks_untested():
     use = paper_like_use("number", 0, [1, 2])  # a two-layer Number model only
-    verdict = frequency.claims_a4(use, seeds=[0]).set_index(["check", "seed"])["verdict"]
+    verdict = frequency.claim_a4(use, [0], A4).set_index(["check", "seed"])["verdict"]
     assert verdict[("number layers 0–3: ID ≤ 3, below a flat curve", "0")] == "pass"
     assert verdict[("number layers 5–11: ID ≥ 30, above a flat curve", "0")] == "not tested"
     assert verdict[("letter layer 0: 10 ≤ ID ≤ 30, below a flat curve", "0")] == "not tested"
 
 
-def test_claims_a4_on_a_table_without_the_null_judge_only_what_the_band_decides():
+def test_claim_a4_on_a_table_without_the_null_judge_only_what_the_band_decides():
     use = synthetic_use("number", 0, [1, 20, 2, 2] + [38] * 8)  # written before the null columns existed
-    table = frequency.claims_a4(use, seeds=[0]).set_index("check")
+    table = frequency.claim_a4(use, [0], A4).set_index("check")
     assert table.loc["number layers 0–3: ID ≤ 3, below a flat curve", "verdict"] == "fail"  # L1 is out of the band
     assert table.loc["number layers 5–11: ID ≥ 30, above a flat curve", "verdict"] == "not tested"
     assert "no flat-curve null" in table.loc["number layers 5–11: ID ≥ 30, above a flat curve", "measured"]
+
+
+def test_claim_a4_bands_are_the_schemas():
+    use = synthetic_use("number", 0, [1, 20, 2, 2] + [38] * 8)
+    wider = {**A4, "positional_max_id": 20, "symbolic_min_id": 40}
+    table = frequency.claim_a4(use, [0], wider).set_index("check")
+    assert table.loc["number layers 0–3: ID ≤ 20, below a flat curve", "verdict"] == "not tested"  # in the band; no null to judge
+    assert table.loc["number layers 5–11: ID ≥ 40, above a flat curve", "verdict"] == "fail"  # 38 is out of it
+    assert "letter layer 0: 10 ≤ ID ≤ 30, below a flat curve" in frequency.claim_a4(use, [0], A4)["check"].tolist()
 
 
 def test_a_nope_model_is_refused():

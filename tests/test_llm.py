@@ -10,12 +10,14 @@ import pytest
 import torch
 
 from conftest import build_tiny_llm, build_tokenizer
-from posym.pipeline import claims
+from posym.pipeline import claims, config
 from posym import cli
 from posym.lm.local import LocalModelError, load_local_model
 from posym.studies.a import language_models
 from posym.studies.a import llm_probes, paper
 from posym.studies.a.tasks import PAPER_ORDER, get
+
+A7 = config.study_defaults("a")["claims"]["a7"]  # the paper's filter (W = 16, 0.85) and windows 32, 100, 300
 
 transformers = pytest.importorskip("transformers")
 
@@ -383,7 +385,7 @@ def summary_items(letter: dict, number: dict, runs=(0, 1)) -> pd.DataFrame:
 
 
 def test_claim_a7_passes_fails_and_is_untested_when_it_should():
-    good = llm_probes.claims_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}))
+    good = llm_probes.claim_a7(summary_items({16: 0.9, 32: 0.8, 100: 0.7, 300: 0.6}, {32: 0.3, 100: 0.7, 300: 0.1}), A7)
     verdicts = good.set_index(["check", "seed"])["verdict"]
     assert verdicts[("m, greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
     assert verdicts[("m, greedy: letter > number at W = 32", "all")] == "pass"
@@ -394,7 +396,7 @@ def test_claim_a7_passes_fails_and_is_untested_when_it_should():
     assert verdicts[("m, greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
     assert list(good.columns) == claims.COLUMNS and set(good["claim"]) == {"A-7"}
 
-    weak = llm_probes.claims_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1})).set_index(["check", "seed"])
+    weak = llm_probes.claim_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1}), A7).set_index(["check", "seed"])
     assert weak.loc[("m, restricted: filter: letter accuracy at W = 16", "mean"), "verdict"] == "fail"
     assert weak.loc[("m, restricted: letter > number at W = 32", "0"), "verdict"] == "not tested"
     assert weak.loc[("m, restricted: letter > number at W = 32", "0"), "measured"].endswith("(the model fails the filter)")
@@ -405,14 +407,21 @@ def test_claim_a7_passes_fails_and_is_untested_when_it_should():
 
     # two models: each has its own filter and comparisons
     both = pd.concat([summary_items({16: 0.9, 32: 0.8}, {32: 0.3}), summary_items({16: 0.5, 32: 0.9}, {32: 0.1}).assign(model="n")])
-    verdicts = llm_probes.claims_a7(both).set_index(["check", "seed"])["verdict"]
+    verdicts = llm_probes.claim_a7(both, A7).set_index(["check", "seed"])["verdict"]
     assert verdicts[("m, greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
     assert verdicts[("m, greedy: letter > number at W = 32", "all")] == "pass"
     assert verdicts[("n, greedy: filter: letter accuracy at W = 16", "mean")] == "fail"
     assert verdicts[("n, greedy: letter > number at W = 32", "0")] == "not tested"
 
-    nothing = llm_probes.claims_a7(None)
+    nothing = llm_probes.claim_a7(None, A7)
     assert (nothing["verdict"] == "not tested").all() and (nothing["measured"] == "no model configured").all()
+
+    # the filter and the windows are the schema's claims.a7
+    other = llm_probes.claim_a7(summary_items({16: 0.5, 32: 0.9}, {32: 0.1}), {"filter_window": 32, "filter_accuracy": 0.8, "windows": [32]})
+    verdicts = other.set_index(["check", "seed"])["verdict"]
+    assert verdicts[("m, greedy: filter: letter accuracy at W = 32", "mean")] == "pass"
+    assert verdicts[("m, greedy: letter > number at W = 32", "0")] == "pass"
+    assert not other["check"].str.contains("W = 100").any()
 
 
 def test_table3_and_figures_set_ours_beside_the_paper():

@@ -85,6 +85,9 @@ def test_inputs_expand_over_runs_and_follow_their_conditions():
     assert paper_a.notebook_inputs("llm", two_seeds) == {}  # no model configured: the probe's files are not inputs
     with_model = config.validate({"a": {"llm": {"endpoint_model": "m"}}})
     assert set(paper_a.notebook_inputs("llm", with_model)) == {"probe_items", "probe_summary"}
-    assert paper_a.notebook_parameters("scores", two_seeds) == {"tasks": ["number", "letter"], "seeds": [0, 3], "gammas": [0.1, 0.05]}
+    claims = two_seeds["a"]["claims"]  # claims A-2 and A-3's thresholds (the scores notebook judges them)
+    assert paper_a.notebook_parameters("scores", two_seeds) == {
+        "tasks": ["number", "letter"], "seeds": [0, 3], "gammas": [0.1, 0.05], "a2": claims["a2"], "a3": claims["a3"]
+    }
     assert paper_a.workflow_inputs("compute", "wall_times") == ["benchmarks"]
     assert paper_a.workflow_inputs("compute", "performance") == ["performance"]

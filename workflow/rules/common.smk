@@ -11,7 +11,7 @@ from posym.pipeline.provenance import report_version
 
 try:
     config.update(posym_config.validate(config))
-except posym_config.ConfigError as err:
+except (posym_config.ConfigError, posym_study.StudyError) as err:
     raise WorkflowError(str(err)) from None
 
 

@@ -2,9 +2,10 @@
 
 The configuration has a few shared keys (``studies``, ``threads``, ``report``; schema
 ``workflow/schemas/config.schema.yaml``) and one section per study (``a:`` for paper A), whose schema is the
-study's own ``schema.yaml``. Every default lives in a schema. The Snakefile calls :func:`validate` before
-building the DAG, so a bad value stops the run before any job starts, with a message that names the key
-(``a.train.steps``) and says why.
+study's own ``schema.yaml`` (its ``train`` section the core's block of train settings,
+``workflow/schemas/train.schema.yaml``, expanded by :func:`posym.pipeline.study.section_schema`). Every default lives
+in a schema. The Snakefile calls :func:`validate` before building the DAG, so a bad value stops the run before any
+job starts, with a message that names the key (``a.train.steps``) and says why.
 """
 
 from __future__ import annotations
@@ -179,45 +180,12 @@ def training_checks(section: dict, prefix: str) -> list[str]:
     return problems
 
 
-#: Settings added to a study's ``train`` (and ``llm``) section since its report versions were first named, which
-#: change how a run computes but not what it computes: at these values they stay out of a version's hash, so a configuration
-#: made before them keeps its version name.
-LATER_HOW_SETTINGS = {"train": {"pack_seeds": "auto", "deterministic": False}, "llm": {"batch_size": 16}}
-#: Shared keys added since, left out of the hash at their defaults for the same reason.
-LATER_SHARED_DEFAULTS = {"models": {}}
-#: Sections added to a study since, left out of the hash where they say to compute what was computed before them
-#: (final_checkpoint choice last: the analyses read each run's last checkpoint, as they all did then; no fidelity
-#: study).
-LATER_SECTIONS = {"final_checkpoint": lambda v: v.get("choice") == "last", "fidelity": lambda v: v is None}
-
-
 def canonical(config: dict) -> dict:
-    """What a report version's hash covers: the shared keys and the sections of the studies that run.
-
-    A configuration of paper A alone hashes in the layout it had before studies had sections (paper A's keys at
-    the top level, no ``studies`` key), so the report versions made before keep their names.
-    """
-    shared = {
-        k: v
-        for k, v in config.items()
-        if k != "studies" and k not in registry.known() and LATER_SHARED_DEFAULTS.get(k, object()) != v
-    }
-    sections = {s: _without_later_defaults(config[s]) for s in config["studies"]}
-    if config["studies"] == ["a"]:
-        return {**shared, **sections["a"]}
-    return {**shared, "studies": config["studies"], **sections}
-
-
-def _without_later_defaults(section: dict) -> dict:
-    pruned = {
-        k: v
-        for k, v in section.items()
-        if not (k in LATER_SECTIONS and LATER_SECTIONS[k](v))
-    }
-    for name, defaults in LATER_HOW_SETTINGS.items():
-        if isinstance(section.get(name), dict):
-            pruned[name] = {k: v for k, v in section[name].items() if defaults.get(k, object()) != v}
-    return pruned
+    """What a report version's hash covers: the shared keys (``studies`` among them) and the sections of the
+    studies that run, as validated (every default filled in). A section of a study that does not run is left out,
+    so editing it names no new version."""
+    shared = {k: v for k, v in config.items() if k not in registry.known()}
+    return {**shared, **{s: config[s] for s in config["studies"]}}
 
 
 def digest(obj: Any) -> str:

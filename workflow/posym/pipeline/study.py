@@ -13,6 +13,7 @@ own run sets (``run_sets`` in the package: paper A's fidelity study), which only
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import re
@@ -37,12 +38,109 @@ class StudyError(ValueError):
     """A study folder is malformed (its study.yaml breaks the format, a caption or notebook is missing)."""
 
 
+#: A schema keyword of posym's: the section is one of the core's blocks of settings (``block: train`` is
+#: ``workflow/schemas/train.schema.yaml``), with the study's defaults, notes and keys of its own
+#: (:func:`expand_blocks`).
+BLOCK = "block"
+BLOCKS_DIR = SCHEMA_PATH.parent
+#: What a reference to a block holds, and what its entry for a key of the block may hold.
+REFERENCE_KEYS = (BLOCK, "description", "properties")
+BLOCK_ENTRY_KEYS = ("default", "note")
+
+
 def section_schema(study_id: str) -> dict:
-    """The JSON schema of a study's config section (``posym/studies/<id>/schema.yaml``), to be nested in the
-    configuration's schema (without its own ``$schema``, which would make a validator start afresh there)."""
+    """The JSON schema of a study's config section (``posym/studies/<id>/schema.yaml``, its references to the
+    core's blocks expanded), to be nested in the configuration's schema (without its own ``$schema``, which would
+    make a validator start afresh there)."""
     schema = yaml.safe_load((registry.folder(study_id) / "schema.yaml").read_text())
     schema.pop("$schema", None)
-    return schema
+    return expand_blocks(schema, study_id)
+
+
+def expand_blocks(schema: dict, study_id: str, key: str = "") -> dict:
+    """``schema`` with every section that says ``block: <name>`` expanded into the block's schema
+    (``workflow/schemas/<name>.schema.yaml``): the keys the section lists, in its order (a key of the block with
+    the study's default and the block's description followed by the study's note; a key of the study's own as
+    given), then the keys of the block it leaves out, with the block's defaults. The section's description, if it
+    gives one, replaces the block's.
+
+    A section's entry for a key of the block holds ``default`` and ``note`` only: the bounds are the block's, the
+    same in every study. Anything else (an unknown key in the reference, a default or a note for a key the block
+    does not have, a key of the block without a default in either) is a :class:`StudyError` that names the study
+    and the key.
+    """
+    if BLOCK in schema:
+        return _expand_block(schema, study_id, key)
+    if not isinstance(schema.get("properties"), dict):
+        return schema
+    properties = {
+        name: expand_blocks(sub, study_id, f"{key}.{name}".lstrip(".")) if isinstance(sub, dict) else sub
+        for name, sub in schema["properties"].items()
+    }
+    return {**schema, "properties": properties}
+
+
+def _expand_block(reference: dict, study_id: str, key: str) -> dict:
+    name = reference[BLOCK]
+    path = BLOCKS_DIR / f"{name}.schema.yaml"
+    where = f"study {study_id} ({registry.folder(study_id) / 'schema.yaml'})"
+    if not isinstance(name, str) or not name or not path.is_file():
+        known = sorted(p.name.removesuffix(".schema.yaml") for p in BLOCKS_DIR.glob("*.schema.yaml"))
+        raise StudyError(f"{where}: '{key}' refers to block {name!r}, which is not one of {known} ({BLOCKS_DIR})")
+    unknown = [k for k in reference if k not in REFERENCE_KEYS]
+    if unknown:
+        raise StudyError(
+            f"{where}: '{key}.{unknown[0]}': unknown key in a reference to block {name} (allowed: "
+            f"{', '.join(REFERENCE_KEYS)}; the type and bounds are the block's, {path.name})"
+        )
+    block = yaml.safe_load(path.read_text())
+    block.pop("$schema", None)
+    shared = block["properties"]
+    given = reference.get("properties") or {}
+    if not isinstance(given, dict):
+        raise StudyError(f"{where}: '{key}.properties' must be a mapping of keys, got {type(given).__name__}")
+    properties = {}
+    for prop, entry in given.items():
+        here = f"'{key}.{prop}'"
+        if not isinstance(entry, dict):
+            raise StudyError(f"{where}: {here} must be a mapping, got {entry!r}")
+        if prop in shared:
+            extra = sorted(set(entry) - set(BLOCK_ENTRY_KEYS))
+            if extra:
+                raise StudyError(
+                    f"{where}: {here} is a key of block {name}: give its default and a note only, not "
+                    f"{', '.join(extra)} (its type, bounds and description are the block's, {path.name})"
+                )
+            sub = copy.deepcopy(shared[prop])
+            if "default" in entry:
+                sub["default"] = entry["default"]
+            if entry.get("note"):
+                sub["description"] = f"{sub['description'].rstrip()} {str(entry['note']).strip()}"
+            properties[prop] = sub
+        elif "description" not in entry:
+            raise StudyError(
+                f"{where}: {here} is not a key of block {name} (its keys: {', '.join(shared)}): a default or a note "
+                f"is for a key of the block, and a key of the study's own is a schema with a description"
+            )
+        elif "note" in entry:
+            raise StudyError(
+                f"{where}: {here} is a key of the study's own, not of block {name}: a note is for a key of the block "
+                f"(put it in the description)"
+            )
+        else:
+            properties[prop] = entry
+    for prop, sub in shared.items():
+        if prop not in properties:
+            properties[prop] = copy.deepcopy(sub)
+        if "default" not in properties[prop]:
+            raise StudyError(
+                f"{where}: '{key}.{prop}' has no default: block {name} has none for it, so the study gives one "
+                f"({prop}: {{default: ...}})"
+            )
+    expanded = {k: copy.deepcopy(v) for k, v in block.items() if k != "properties"}
+    if "description" in reference:
+        expanded["description"] = reference["description"]
+    return {**expanded, "properties": properties}
 
 
 def slug(item_id: str) -> str:

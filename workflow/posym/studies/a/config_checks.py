@@ -29,4 +29,7 @@ def problems(section: dict, prefix: str) -> list[str]:
         problem("final_checkpoint.validation_every", f"{final['validation_every']} is not a multiple of train.checkpoint_every={every}: the compared steps must have checkpoints")
     if section["llm"]["model"] and section["llm"]["endpoint_model"]:
         problem("llm.endpoint_model", "set llm.model or llm.endpoint_model, not both")
+    low, high = section["claims"]["a4"]["letter_layer0_ids"]
+    if low > high:
+        problem("claims.a4.letter_layer0_ids", f"[{low}, {high}] is not a band: its lowest ID exceeds its highest")
     return found

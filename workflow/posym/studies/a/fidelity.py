@@ -94,16 +94,18 @@ def verdicts(
     length: pd.DataFrame,
 ) -> pd.DataFrame:
     """Claims A-2 to A-5 per variant, from the per-run tables (each with recipe, choice, task and seed columns):
-    the claim rows of every check (per seed and "all seeds"), with the variant's factor levels beside them."""
+    the claim rows of every check (per seed and "all seeds"), with the variant's factor levels beside them. The
+    thresholds are the section's ``claims`` (``a2`` … ``a5``), as the study's own notebooks judge them."""
     seeds = list(section["fidelity"]["seeds"])
+    thresholds = section["claims"]
     frames = []
     for (recipe, choice), _ in metrics.groupby(["recipe", "choice"], sort=False):
         pick = lambda t: t[(t["recipe"] == recipe) & (t["choice"] == choice)].drop(columns=["recipe", "choice"])  # noqa: E731
         rows = [
-            head_dynamics.claim_a2(pick(metrics)),
-            head_dynamics.claim_a3(pick(scores), pick(purity)),
-            rope_frequency.claims_a4(pick(frequency), seeds),
-            length_generalisation.claims_a5(pick(length), seeds),
+            training_curves.claim_a2(pick(metrics), thresholds["a2"]),
+            head_dynamics.claim_a3(pick(scores), pick(purity), thresholds["a3"]),
+            rope_frequency.claim_a4(pick(frequency), seeds, thresholds["a4"]),
+            length_generalisation.claim_a5(pick(length), seeds, thresholds["a5"]),
         ]
         table = pd.concat([r[claims.COLUMNS] for r in rows], ignore_index=True)
         for factor, level in variant_levels(recipe, choice, section).items():

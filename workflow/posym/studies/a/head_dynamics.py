@@ -1,15 +1,16 @@
-"""Figures and tables of the scores notebook: Fig 2B, 2C, 6, 7 and the verdicts on claims A-2, A-3.
+"""Figures and tables of the scores notebook: Fig 2B, 2C, 6, 7 and the verdicts on claim A-3.
 
-Inputs are the per-run tables of ``posym a scores`` (``scores.csv``, ``purity.csv``) and of training
-(``metrics.csv``), concatenated with :func:`posym.pipeline.figures.read_runs`, which adds ``task`` and
-``seed``. Curves show the mean over seeds with a ±1 sd band; tables put ours beside the paper's
-values of spec §A5. The claims are those of spec §A12, as rows in :mod:`posym.pipeline.claims`'s format.
+Inputs are the per-run tables of ``posym a scores`` (``scores.csv``, ``purity.csv``), concatenated with
+:func:`posym.pipeline.figures.read_runs`, which adds ``task`` and ``seed``. Curves show the mean over seeds with a
+±1 sd band; tables put ours beside the paper's values of spec §A5. Claim A-3 is that of spec §A12, its thresholds
+the study's ``claims.a3`` settings, its rows in :mod:`posym.pipeline.claims`'s format. (The scores notebook also
+judges claim A-2, on the training curves: :func:`posym.studies.a.training_curves.claim_a2`.)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import matplotlib
 
@@ -23,7 +24,6 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from posym.pipeline import claims  # noqa: E402
 
 from . import paper  # noqa: E402
-from .training_curves import first_crossing  # noqa: E402
 
 #: Fig 2B's layers (the paper's 0-indexed L1, L5, L11).
 FIG2B_LAYERS = (1, 5, 11)
@@ -276,11 +276,7 @@ def purity_final_table(purity: pd.DataFrame) -> pd.DataFrame:
 
 Check = tuple[str, str, str, bool, str]  # check, measured, expected, passed, source of the threshold
 
-#: Where claims A-2 and A-3's thresholds come from.
-A2_SOURCE = {
-    "number": "spec §A12 A-2; Fig 2A (spec §A5: hop crossings ≈ 2050, 2750, 3250, 3400)",
-    "letter": "spec §A12 A-2; Fig 2A (spec §A5: hop crossings ≈ 2700–2750)",
-}
+#: Where claim A-3's thresholds come from.
 A3_SOURCE = "spec §A12 A-3; Fig 2C / Fig 7 (spec §A5: Number L0–L3 positional, L4–L11 symbolic; Letter L1–L11 symbolic)"
 A3_START_SOURCE = "spec §A12 A-3; Fig 2B / Fig 6 (spec §A5: positional ≈ symbolic ≈ 0.98–0.99 at initialisation)"
 
@@ -292,59 +288,12 @@ def _rows(claim: str, task: str, seed, checks: list[Check]) -> list[dict]:
     ]
 
 
-def claim_a2(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Claim A-2 (spec §A12): hop-wise learning dynamics, from the per-hop test accuracy over training.
+def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, thresholds: Mapping, gamma: float = CLAIM_GAMMA) -> pd.DataFrame:
+    """Claim A-3 (spec §A12): pure heads at the analysed checkpoint (γ = 0.1), and uniform heads at step 0.
 
-    Number: the first step each hop reaches 0.9 is strictly increasing in the hop count, and hop 4
-    comes ≥ 1000 steps after hop 1 (paper 2050, 2750, 3250, 3400). Letter: the four crossings lie
-    within ≤ 300 steps (paper 2700–2750). Rows in :mod:`posym.pipeline.claims`'s format.
-    """
-    rows = []
-    for task, frame in metrics.groupby("task", sort=False):
-        for seed, run in frame.groupby("seed"):
-            crossings = np.array([first_crossing(run, 0.9, str(hop)) for hop in (1, 2, 3, 4)])
-            rows += _rows("A-2", task, seed, _hop_order_checks(task, crossings))
-    return claims.with_seed_summary(rows)
-
-
-def _hop_order_checks(task: str, crossings: np.ndarray) -> list[Check]:
-    crossed = not np.isnan(crossings).any()
-    shown = ", ".join("never" if np.isnan(s) else str(int(s)) for s in crossings)
-    spread = crossings.max() - crossings.min() if crossed else float("nan")
-    if task == "number":
-        return [
-            (
-                "first steps at 0.9 strictly increasing from hop 1 to hop 4",
-                shown,
-                "increasing (paper 2050, 2750, 3250, 3400)",
-                crossed and bool(np.all(np.diff(crossings) > 0)),
-                A2_SOURCE["number"],
-            ),
-            (
-                "hop 4 reaches 0.9 ≥ 1000 steps after hop 1",
-                f"{crossings[3] - crossings[0]:.0f}" if crossed else shown,
-                "≥ 1000 (paper 1350)",
-                crossed and crossings[3] - crossings[0] >= 1000,
-                A2_SOURCE["number"],
-            ),
-        ]
-    return [
-        (
-            "all four hops reach 0.9 within 300 steps",
-            f"{shown} (spread {spread:.0f})" if crossed else shown,
-            "≤ 300 (paper 50)",
-            crossed and spread <= 300,
-            A2_SOURCE["letter"],
-        )
-    ]
-
-
-def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, gamma: float = CLAIM_GAMMA) -> pd.DataFrame:
-    """Claim A-3 (spec §A12): pure heads at the last checkpoint (γ = 0.1), and uniform heads at step 0.
-
-    Number: ≥ 3 pure positional heads, all in layers 0–4, and ≥ 7 pure symbolic heads, all in layers
-    ≥ 4 (paper 4 and 8). Letter: no pure positional head and ≥ 10 pure symbolic ones (paper 11). Both:
-    at step 0 every head has s_POS, s_SYM ≥ 0.9. Rows in :mod:`posym.pipeline.claims`'s format.
+    With the spec's thresholds (``thresholds``, the study's ``claims.a3``): Number ≥ 3 pure positional heads, all in
+    layers 0–4, and ≥ 7 pure symbolic heads, all in layers ≥ 4 (paper 4 and 8). Letter: no pure positional head
+    and ≥ 10 pure symbolic ones (paper 11). Both: at step 0 every head has s_POS, s_SYM ≥ 0.9.
     """
     final = final_rows(purity[np.isclose(purity["gamma"], gamma)])
     if final.empty:
@@ -359,40 +308,50 @@ def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, gamma: float = CLAIM_GA
     for (task, seed), run in final.groupby(["task", "seed"], sort=False):
         heads = dict(zip(run["kind"], run["heads"]))
         initial = scores[(scores["task"] == task) & (scores["seed"] == seed) & (scores["step"] == 0)]
-        rows += _rows("A-3", task, seed, _pure_head_checks(task, heads) + [_uniform_start_check(initial)])
+        rows += _rows("A-3", task, seed, _pure_head_checks(task, heads, thresholds) + [_uniform_start_check(initial, thresholds)])
     return claims.with_seed_summary(rows)
 
 
-def _pure_head_checks(task: str, heads: dict[str, str]) -> list[Check]:
+def _pure_head_checks(task: str, heads: dict[str, str], thresholds: Mapping) -> list[Check]:
     positional, symbolic = _layer_ids(heads["positional"]), _layer_ids(heads["symbolic"])
     shown = {kind: f"{len(_layer_ids(heads[kind]))}: {_layer_names(heads[kind])}" for kind in heads}
     if task == "number":
+        n_pos, last = thresholds["number_positional"], thresholds["number_positional_last_layer"]
+        n_sym, first = thresholds["number_symbolic"], thresholds["number_symbolic_first_layer"]
         return [
             (
-                "≥ 3 pure positional heads, all in layers 0–4",
+                f"≥ {n_pos} pure positional heads, all in layers 0–{last}",
                 shown["positional"],
-                "≥ 3 in L0–L4 (paper 4: L0–L3)",
-                len(positional) >= 3 and max(positional) <= 4,
+                f"≥ {n_pos} in L0–L{last} (paper 4: L0–L3)",
+                len(positional) >= n_pos and max(positional) <= last,
                 A3_SOURCE,
             ),
             (
-                "≥ 7 pure symbolic heads, all in layers ≥ 4",
+                f"≥ {n_sym} pure symbolic heads, all in layers ≥ {first}",
                 shown["symbolic"],
-                "≥ 7 in L4+ (paper 8: L4–L11)",
-                len(symbolic) >= 7 and min(symbolic) >= 4,
+                f"≥ {n_sym} in L{first}+ (paper 8: L4–L11)",
+                len(symbolic) >= n_sym and min(symbolic) >= first,
                 A3_SOURCE,
             ),
         ]
+    most, n_sym = thresholds["letter_positional"], thresholds["letter_symbolic"]
     return [
-        ("no pure positional head", shown["positional"], "0 (paper 0)", not positional, A3_SOURCE),
-        ("≥ 10 pure symbolic heads", shown["symbolic"], "≥ 10 (paper 11: L1–L11)", len(symbolic) >= 10, A3_SOURCE),
+        (
+            "no pure positional head" if most == 0 else f"≤ {most} pure positional heads",
+            shown["positional"],
+            f"{'' if most == 0 else '≤ '}{most} (paper 0)",
+            len(positional) <= most,
+            A3_SOURCE,
+        ),
+        (f"≥ {n_sym} pure symbolic heads", shown["symbolic"], f"≥ {n_sym} (paper 11: L1–L11)", len(symbolic) >= n_sym, A3_SOURCE),
     ]
 
 
-def _uniform_start_check(initial: pd.DataFrame) -> Check:
-    check, expected = "at step 0 every head has s_POS, s_SYM ≥ 0.9", "≥ 0.9 (paper 0.98–0.99)"
+def _uniform_start_check(initial: pd.DataFrame, thresholds: Mapping) -> Check:
+    least = thresholds["initial_score"]
+    check, expected = f"at step 0 every head has s_POS, s_SYM ≥ {least:g}", f"≥ {least:g} (paper 0.98–0.99)"
     if initial.empty:
         return check, "no step-0 checkpoint", expected, False, A3_START_SOURCE
     low_positional, low_symbolic = initial["positional"].min(), initial["symbolic"].min()
     measured = f"min s_POS {low_positional:.3f}, min s_SYM {low_symbolic:.3f}"
-    return check, measured, expected, low_positional >= 0.9 and low_symbolic >= 0.9, A3_START_SOURCE
+    return check, measured, expected, low_positional >= least and low_symbolic >= least, A3_START_SOURCE

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -50,11 +50,6 @@ ITEM_COLUMNS = [
     "restricted_correct",
 ]
 SUMMARY_COLUMNS = ["model", "task", "window", "method", "accuracy", "sd", "runs", "items"]
-
-# Claim A-7 (spec §A12) and the paper's filter 1 (§A10.2).
-FILTER_WINDOW, FILTER_ACCURACY = 16, 0.85
-CLAIM_WINDOWS = (32, 100, 300)
-
 
 #: The probe job of an endpoint model: its name may hold any character, so it does not name the job's files.
 ENDPOINT_JOB = "endpoint"
@@ -280,28 +275,30 @@ def table3(published: pd.DataFrame, ours: pd.DataFrame | None) -> pd.DataFrame:
     return wide[list(dict.fromkeys(long["column"]))].sort_index().fillna("—").reset_index()
 
 
-def claims_a7(items: pd.DataFrame | None) -> pd.DataFrame:
-    """Claim A-7 (spec §A12), per model and scoring method: a local model that passes filter 1 of §A10.2 (Letter accuracy at
-    W = 16 ≥ 0.85, mean over runs) must have Letter > Number at W = 32, 100 and 300, in every run (then "k of n
-    seeds pass"). A model that fails the filter leaves the comparisons "not tested", their values still shown."""
+def claim_a7(items: pd.DataFrame | None, thresholds: Mapping) -> pd.DataFrame:
+    """Claim A-7 (spec §A12), per model and scoring method: a local model that passes filter 1 of §A10.2 (Letter
+    accuracy at W = 16 ≥ 0.85, mean over runs) must have Letter > Number at W = 32, 100 and 300, in every run (then
+    "k of n seeds pass"). A model that fails the filter leaves the comparisons "not tested", their values still
+    shown. The filter's window and accuracy and the compared windows are ``thresholds`` (the study's
+    ``claims.a7``)."""
     if items is None:
         return pd.DataFrame(
             [
                 claims.row("A-7", check, "no model configured", expected, None, source=source, task=task)
-                for task, check, expected, source in _claim_checks("")
+                for task, check, expected, source in _claim_checks("", thresholds)
             ],
             columns=claims.COLUMNS,
         )
     rows = []
     for (model, method), frame in run_accuracy(items).groupby(["model", "method"], sort=False):
         at = frame.set_index(["task", "window", "run"])["accuracy"]
-        filter_values = frame[(frame["task"] == "letter") & (frame["window"] == FILTER_WINDOW)]["accuracy"]
-        qualifies = bool(filter_values.mean() >= FILTER_ACCURACY) if len(filter_values) else None
-        (task, check, expected, source), *comparisons = _claim_checks(f"{model}, {method}: ")
+        filter_values = frame[(frame["task"] == "letter") & (frame["window"] == thresholds["filter_window"])]["accuracy"]
+        qualifies = bool(filter_values.mean() >= thresholds["filter_accuracy"]) if len(filter_values) else None
+        (task, check, expected, source), *comparisons = _claim_checks(f"{model}, {method}: ", thresholds)
         measured = f"{filter_values.mean():.3f} over {len(filter_values)} runs" if len(filter_values) else "—"
         rows.append(claims.row("A-7", check, measured, expected, qualifies, source=source, task=task, seed="mean"))
         note = {True: "", False: " (the model fails the filter)", None: " (filter not measured)"}[qualifies]
-        for (task, check, expected, source), window in zip(comparisons, CLAIM_WINDOWS):
+        for (task, check, expected, source), window in zip(comparisons, thresholds["windows"]):
             measured_runs = [
                 r for r in sorted(frame["run"].unique()) if ("letter", window, r) in at and ("number", window, r) in at
             ]
@@ -325,10 +322,11 @@ def claims_a7(items: pd.DataFrame | None) -> pd.DataFrame:
     return claims.with_seed_summary(rows)
 
 
-def _claim_checks(prefix: str) -> list[tuple[str, str, str, str]]:
+def _claim_checks(prefix: str, thresholds: Mapping) -> list[tuple[str, str, str, str]]:
     """(task, check, expected, source) of claim A-7: the filter, then one comparison per window."""
     filter_source = "paper §3.7 / App. H filter 1 (spec §A10.2: ≥ 85 % on 1-hop Letter at length 16)"
     comparison_source = "spec §A12 A-7 (substitute for Table 3's closed-API rows)"
-    return [("letter", f"{prefix}filter: letter accuracy at W = {FILTER_WINDOW}", f"≥ {FILTER_ACCURACY}", filter_source)] + [
-        ("", f"{prefix}letter > number at W = {w}", "letter > number", comparison_source) for w in CLAIM_WINDOWS
+    window, accuracy = thresholds["filter_window"], thresholds["filter_accuracy"]
+    return [("letter", f"{prefix}filter: letter accuracy at W = {window}", f"≥ {accuracy}", filter_source)] + [
+        ("", f"{prefix}letter > number at W = {w}", "letter > number", comparison_source) for w in thresholds["windows"]
     ]

@@ -24,6 +24,7 @@ Plotting functions import matplotlib lazily: the ``posym a frequency`` job runs 
 from __future__ import annotations
 
 import logging
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -222,32 +223,43 @@ def table1(use: pd.DataFrame) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------ claim A-4
 
-#: Claim A-4 (spec §A12): (task, layers, lowest allowed ID, highest allowed ID, the side of the flat-curve null
-#: the ID* must lie on, where the thresholds come from), the band on round(ID*). The side is "above" for the
-#: low-frequency band (ID ≥ 30 holds for a flat curve, 32.5, so only an ID* above the null says the head prefers
-#: slow planes); "below" for ID ≤ 3 and for the intermediate 10–30, both of which lie under 32.5. Table 1's own
-#: Letter L1 (ID* 32.4, spec §A7) sits at the flat value, so the paper's curve for that layer could not pass the
-#: separation either: the spec's claim is kept as written, and the per-layer table shows which layer fails.
-A4_CHECKS = (
-    ("number", range(0, 4), None, 3, "below", "spec §A12 A-4; Table 1 (Number L0–L3: ID 1, 2, 2, 2)"),
-    (
-        "number",
-        range(5, 12),
-        30,
-        None,
-        "above",
-        "spec §A12 A-4 (a flat curve gives 32.5, so ID ≥ 30 must be separated from it); Table 1 (Number L5–L11: ID 37–39)",
-    ),
-    (
-        "letter",
-        range(1, 12),
-        30,
-        None,
-        "above",
-        "spec §A12 A-4 (a flat curve gives 32.5, so ID ≥ 30 must be separated from it); Table 1 (Letter L1–L11: ID 32–42)",
-    ),
-    ("letter", range(0, 1), 10, 30, "below", "spec §A12 A-4; Table 1 (Letter L0: ID 18)"),
-)
+def a4_checks(thresholds: Mapping) -> tuple:
+    """Claim A-4's checks (spec §A12) with the bands of ``thresholds`` (the study's ``claims.a4``): (task, layers,
+    lowest allowed ID, highest allowed ID, the side of the flat-curve null the ID* must lie on, where the thresholds
+    come from), the band on round(ID*). The side is "above" for the low-frequency band (ID ≥ 30 holds for a flat
+    curve, 32.5, so only an ID* above the null says the head prefers slow planes); "below" for ID ≤ 3 and for the
+    intermediate 10–30, both of which lie under 32.5. Table 1's own Letter L1 (ID* 32.4, spec §A7) sits at the flat
+    value, so the paper's curve for that layer could not pass the separation either: the spec's claim is kept as
+    written, and the per-layer table shows which layer fails."""
+    slow = thresholds["symbolic_min_id"]
+    low, high = thresholds["letter_layer0_ids"]
+    return (
+        (
+            "number",
+            range(0, 4),
+            None,
+            thresholds["positional_max_id"],
+            "below",
+            "spec §A12 A-4; Table 1 (Number L0–L3: ID 1, 2, 2, 2)",
+        ),
+        (
+            "number",
+            range(5, 12),
+            slow,
+            None,
+            "above",
+            "spec §A12 A-4 (a flat curve gives 32.5, so ID ≥ 30 must be separated from it); Table 1 (Number L5–L11: ID 37–39)",
+        ),
+        (
+            "letter",
+            range(1, 12),
+            slow,
+            None,
+            "above",
+            "spec §A12 A-4 (a flat curve gives 32.5, so ID ≥ 30 must be separated from it); Table 1 (Letter L1–L11: ID 32–42)",
+        ),
+        ("letter", range(0, 1), low, high, "below", "spec §A12 A-4; Table 1 (Letter L0: ID 18)"),
+    )
 
 
 def _bounds_text(low: int | None, high: int | None) -> str:
@@ -310,15 +322,16 @@ def _a4_verdict(found: pd.DataFrame, low: int | None, high: int | None, side: st
     return shown, bool(inside.all() and apart.all())
 
 
-def claims_a4(use: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
+def claim_a4(use: pd.DataFrame, seeds: list[int], thresholds: Mapping) -> pd.DataFrame:
     """Claim A-4 per seed and check, plus a "k of n seeds pass" row per check. A check passes when every layer's
     round(ID*) is in the band and its ID* is separated from a flat curve on the side the band lies (see
-    :data:`A4_CHECKS`; the per-layer numbers are :func:`separation_table`). Layers the models lack are left out of
-    a check; a check with none of its layers, or a task not run, is "not tested"."""
+    :func:`a4_checks`, its bands from ``thresholds``, the study's ``claims.a4``; the per-layer numbers are
+    :func:`separation_table`). Layers the models lack are left out of a check; a check with none of its layers, or a
+    task not run, is "not tested"."""
     ids = weighted_ids(use)
     ids = ids[ids["head"] == 0]
     rows = []
-    for task, layers, low, high, side, source in A4_CHECKS:
+    for task, layers, low, high, side, source in a4_checks(thresholds):
         named = f"layer {layers.start}" if len(layers) == 1 else f"layers {layers.start}–{layers.stop - 1}"
         check = f"{task} {named}: {_bounds_text(low, high)}, {side} a flat curve"
         expected = f"{_bounds_text(low, high)}; {_null_text(side)}"

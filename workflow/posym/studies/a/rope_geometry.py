@@ -5,11 +5,11 @@
   position n by nθ, so the query lands on the key at position n − σ: the head attends there.
 * **Fig 4B** (details PROPOSED): a trained Number model's query and key vectors of positions 0..16 at layer 1,
   projected on its dominant RoPE plane, the plane ID that Table 1 reports for that layer (round(ID*),
-  :func:`posym.frequency.weighted_ids`). Plane ID k is dimensions (2k − 2, 2k − 1) of the head. The vectors are
-  those of the paper's Fig 3 input and of the first test inputs, after RoPE (the spec's choice) and before it
-  (the rotation by position·g undone). The spec's expected picture, keys roughly along one direction and queries
-  on an arc, is the construction's picture *before* RoPE (Fig 4A: keys all v, queries v turned back by σθ); after
-  RoPE the keys fan out by position. posym draws both.
+  :func:`posym.studies.a.rope_frequency.weighted_ids`). Plane ID k is dimensions (2k − 2, 2k − 1) of the head.
+  The vectors are those of the paper's Fig 3 input and of the first test inputs, after RoPE (the spec's choice)
+  and before it (the rotation by position·g undone). The spec's expected picture, keys roughly along one direction
+  and queries on an arc, is the construction's picture *before* RoPE (Fig 4A: keys all v, queries v turned back by
+  σθ); after RoPE the keys fan out by position. posym draws both.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Runs are (variant, task, seed); the claims (spec §B7) name the paper's variants by their default names: ``rope``
 (RoPE plus the additive sinusoid, the paper's "RoPE"), ``nope``, ``alibi``, ``mla``, and ``partial_rope_<k>`` for
-RoPE on the first k heads. A claim whose variant was not trained is "not tested", with the reason.
+RoPE on the first k heads. A claim whose variant was not trained is "not tested", with the reason. Claim B-k is
+judged by ``claim_bk``, in rows of :mod:`posym.pipeline.claims`'s format; the published numbers beside ours are
+:mod:`.paper`'s.
 """
 
 from __future__ import annotations
@@ -17,25 +19,8 @@ import seaborn as sns
 from posym.pipeline import claims as verdicts
 from posym.nn.positions import PartialRope
 
+from . import paper
 from .tasks import PAPER_ORDER
-
-#: Spec §B6: test accuracy (%) as the notes report it; words where the notes give no number.
-PAPER_ACCURACY = {
-    ("rope", "distance"): "92.64",
-    ("rope", "count"): "69.43",
-    ("mla", "distance"): "88.34",
-    ("mla", "count"): "97.41",
-    ("nope", "distance"): "fails",
-    ("nope", "count"): "77.69",
-    ("absolute", "distance"): "second best",
-    ("absolute", "count"): "medium",
-    ("alibi", "distance"): "fails",
-    ("alibi", "count"): "worst",
-    ("partial_rope_all", "distance"): "92.64 (all 16 heads)",
-    ("partial_rope_2", "distance"): "≈ 90+",
-    ("partial_rope_1", "distance"): "≈ 90",
-}
-NOT_REPORTED = "not reported"
 
 
 def final_accuracy(final: pd.DataFrame) -> pd.DataFrame:
@@ -48,7 +33,7 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Every variant × task trained: mean final test accuracy over seeds (%), the spread, and the paper's value."""
     grouped = runs.groupby(["variant", "task"], sort=False)["accuracy"]
     table = grouped.agg(ours="mean", seeds="count", lowest="min", highest="max").reset_index()
-    table["paper"] = [PAPER_ACCURACY.get((v, t), NOT_REPORTED) for v, t in zip(table["variant"], table["task"])]
+    table["paper"] = [paper.ACCURACY.get((v, t), paper.NOT_REPORTED) for v, t in zip(table["variant"], table["task"])]
     table["task"] = pd.Categorical(table["task"], [t for t in PAPER_ORDER if t in set(table["task"])], ordered=True)
     return table.sort_values(["task"], kind="stable").reset_index(drop=True)
 
@@ -80,7 +65,7 @@ def rope_heads_table(runs: pd.DataFrame, variants: Mapping[str, dict], n_head: i
     part = runs[(runs["task"] == "distance") & runs["variant"].isin(list(heads))]
     table = part.groupby("variant", sort=False)["accuracy"].agg(ours="mean", seeds="count").reset_index()
     table.insert(0, "k", [heads[v] for v in table["variant"]])
-    table["paper"] = [PAPER_ACCURACY.get((v, "distance"), NOT_REPORTED) for v in table["variant"]]
+    table["paper"] = [paper.ACCURACY.get((v, "distance"), paper.NOT_REPORTED) for v in table["variant"]]
     return table.sort_values("k").reset_index(drop=True)
 
 
@@ -124,7 +109,7 @@ def _missing(claim: str, check: str, expected: str, *names: str, task: str, sour
     return verdicts.row(claim, check, f"not trained: {', '.join(names)}", expected, None, source=source, task=task)
 
 
-def claims_b1(runs: pd.DataFrame) -> pd.DataFrame:
+def claim_b1(runs: pd.DataFrame) -> pd.DataFrame:
     """B-1: on Task 1, RoPE ≥ 85 % and ≥ 30 points above NoPE and above ALiBi (per seed)."""
     rope, rows = _run_accuracy(runs, "rope", "distance"), []
     source = SOURCES[("B-1", "RoPE accuracy")]
@@ -145,7 +130,7 @@ def claims_b1(runs: pd.DataFrame) -> pd.DataFrame:
     return verdicts.with_seed_summary(rows)
 
 
-def claims_b2(runs: pd.DataFrame) -> pd.DataFrame:
+def claim_b2(runs: pd.DataFrame) -> pd.DataFrame:
     """B-2: on Task 2, NoPE above RoPE, and MLA ≥ 90 %."""
     nope, rope, mla = (_run_accuracy(runs, v, "count") for v in ("nope", "rope", "mla"))
     rows = []
@@ -164,7 +149,7 @@ def claims_b2(runs: pd.DataFrame) -> pd.DataFrame:
     return verdicts.with_seed_summary(rows)
 
 
-def claims_b4(runs: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+def claim_b4(runs: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     """B-4: partial RoPE with k = 1 within 5 points of RoPE on all heads (the paper's k = 16) on Task 1 — tested
     where the all-heads model learned the task
     (accuracy ≥ ``trained_accuracy`` %): two models that learned nothing are close without saying anything."""
@@ -243,7 +228,7 @@ def _untrained(part: pd.DataFrame, label: str, trained_accuracy: float) -> str |
     return f"not tested: {label} reaches {baseline:.1f} % < {trained_accuracy:g} %, it did not learn the task at this size"
 
 
-def claims_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ 40 points and every other head < 5; NoPE on
     Task 1 and RoPE on Task 2 have no head with a drop ≥ 20. Each check reads a model that learned its task
     (baseline ≥ ``trained_accuracy`` %); otherwise it is not tested, with the reason."""
@@ -283,7 +268,7 @@ def _no_deposit(claim: str, check: str, part: pd.DataFrame, label: str, trained_
     return verdicts.row(claim, check, measured, "every head < 20", passed, source=SOURCES[(claim, "no deposit")], task=task, seed=seed)
 
 
-def claims_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
+def claim_b5(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
     """B-5: MLA on Task 1 has no head whose removal costs ≥ 20 points (read where MLA learned the task)."""
     rows = []
     found = _drops(ablation, "mla", "distance")

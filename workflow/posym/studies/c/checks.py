@@ -1,8 +1,9 @@
 """Paper C's cheap checks (spec §C7.1-§C7.3) on random heads, through the core's fingerprint (posym.studies.c.qk_fingerprint).
 
 Each ``measure_*`` returns the measured values as rows ``check, measured, threshold, kind`` (kind: "max" = must
-stay below the threshold, "target" = within ``tolerance`` of it); :func:`claims` compares them with the thresholds,
-so a check can fail. Nothing here needs model weights.
+stay below the threshold, "min" = above it, "target" = within ``tolerance`` of it); :func:`claim_c1`,
+:func:`claim_c2` and :func:`claim_c3` compare them with the thresholds, so a check can fail. Nothing here needs
+model weights.
 
 - C-1, the random-orientation null at d = 768, k = 64: mean dir_frac ≈ 0.707 (= 1/√2) and D_head ≈ 0.61, over
   Gaussian heads (W_Q, W_K with i.i.d. entries) and over the null's random frames with their singular values.
@@ -144,7 +145,22 @@ SOURCES = {
 }
 
 
-def claims(measured: pd.DataFrame, claim: str) -> pd.DataFrame:
+def claim_c1(measured: pd.DataFrame) -> pd.DataFrame:
+    """Claim C-1's verdict rows (the random-orientation null) from :func:`measure`'s table."""
+    return _verdicts(measured, "C-1")
+
+
+def claim_c2(measured: pd.DataFrame) -> pd.DataFrame:
+    """Claim C-2's verdict rows (the gauge) from :func:`measure`'s table."""
+    return _verdicts(measured, "C-2")
+
+
+def claim_c3(measured: pd.DataFrame) -> pd.DataFrame:
+    """Claim C-3's verdict rows (the RoPE identities) from :func:`measure`'s table."""
+    return _verdicts(measured, "C-3")
+
+
+def _verdicts(measured: pd.DataFrame, claim: str) -> pd.DataFrame:
     """The verdict rows of one claim from :func:`measure`'s table."""
     rows = []
     for _, r in measured[measured["claim"] == claim].iterrows():

@@ -112,8 +112,9 @@ def measure(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["check", "measured", "threshold", "kind", "passed"])
 
 
-def claims(measured: pd.DataFrame) -> pd.DataFrame:
-    """Claim C-4's verdict rows from :func:`measure`'s table."""
+def claim_c4(measured: pd.DataFrame) -> pd.DataFrame:
+    """Claim C-4's verdict rows from :func:`measure`'s table, which the job ``posym c formation`` writes (each check's
+    value, threshold and pass / fail, at the section's ``training.claims``); the training notebook calls this."""
     rows = [
         verdicts.row("C-4", r["check"], str(r["measured"]), str(r["threshold"]), None if _untested(r["passed"]) else _true(r["passed"]), source=SOURCE)
         for _, r in measured.iterrows()

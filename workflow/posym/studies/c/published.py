@@ -278,7 +278,7 @@ def printed(value: float, published: float, decimals: int = 2) -> bool:
     return abs(value - published) <= 0.5 * 10**-decimals + 1e-12
 
 
-def claims_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.DataFrame:
+def claim_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.DataFrame:
     """C-5: the top-5 percentile of every model prints as the paper's, and the model-level p is 1/35."""
     rows = []
     for _, r in table2_frame.iterrows():

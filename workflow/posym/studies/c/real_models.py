@@ -265,7 +265,7 @@ def plot_plane(heads: pd.DataFrame, top_k: int = 5):
 SOURCE = "spec §C7.6 (substitute models; paper Tables 1-2 and the Im(M_t) ablation)"
 
 
-def claims_c6(summaries: pd.DataFrame, thresholds: Mapping) -> pd.DataFrame:
+def claim_c6(summaries: pd.DataFrame, thresholds: Mapping) -> pd.DataFrame:
     """Claim C-6 on the measured models, marked as substitutes for GPT-2 / Pythia: ρ(dir_frac, prev) positive and
     significant; the top-k prev heads' median D_head percentile high (RoPE models); the Im(M_t) ablation's largest
     induction effect on a top prev head, raising the induction CE by a factor; not tested where not measured."""

@@ -5,7 +5,7 @@ circuit forms on a per-sequence random map when the QK form is made symmetric or
   (a *map step*), else uniform; f: V → V a uniformly random map drawn afresh for every sequence. The batch of
   optimizer step k of seed s is a pure function of (``data_seed``, s, k); the evaluation stream of (``eval_seed``).
 * **Model**: the attention-only transformer of :mod:`posym.studies.c.architecture` (APE or rotate-half RoPE).
-* **Penalties** (:func:`sym_penalty`, :func:`imag_penalty`), differentiable in W_Q, W_K, each a mean over every
+* **Penalties** (:func:`penalties`: :func:`head_sym_shares`, :func:`head_imag_shares`), differentiable in W_Q, W_K, each a mean over every
   head of every layer, with the denominator detached (its value the share, its gradient the numerator's):
   sym = ‖M_A‖²/‖M‖² (= dir_frac² of :func:`posym.studies.c.qk_fingerprint.head_fingerprint`), imag =
   Σ_t‖Im M_t‖² / Σ_t(‖Re M_t‖² + ‖Im M_t‖²) over the rotate-half pairs (from
