@@ -66,7 +66,7 @@ def cmd_train(args) -> None:
     from posym.nn import architectures
     from posym.data import datasets, tasks
     from posym.data.files import write_json
-    from posym.training.splits import Run, TrainConfig, train, write_outputs
+    from posym.training.splits import Run, TrainConfig, train
 
     task = tasks.get(args.task)
     section = command_settings(args, task.study, "data", "model", "train")

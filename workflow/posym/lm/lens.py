@@ -4,7 +4,7 @@
 of looking a model name up on the Hub (``from_pretrained`` knows only published GPT-J names and downloads their
 files), converts the weights with TransformerLens's own ``convert_gptj_weights`` and sets posym's word-level
 tokenizer on the model. Its logits, attention patterns, queries and keys equal posym's to 1e-5, also past 2048 tokens
-(tests/test_lens.py). Only the core's GPT-J with RoPE base 10000 (``config.json``: ``posym.hf_compatible``)
+(tests/core/test_lens.py). Only the core's GPT-J with RoPE base 10000 (``config.json``: ``posym.hf_compatible``)
 converts; ALiBi, NoPE, other RoPE bases and a study's own architecture (``posym.study``, paper B) have no GPT-J
 counterpart and are refused.
 

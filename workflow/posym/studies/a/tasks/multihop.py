@@ -5,7 +5,7 @@ their own (vocabulary, the random draws of one sample, how a hop is followed, fi
 The generators reproduce the authors' ``SequenceMultiHopDatasetGenerator`` (Number) and
 ``SequenceSymbolicDatasetGenerator`` (Letter) draw for draw (spec §A2), so a split made here holds the same
 token ids, in the same order, as the one their code makes for the same size and seed. That is checked against
-their code (jcalataiut-cli/CENIA, commit 53de17a) by a regression oracle in ``tests/test_tasks.py``. The
+their code (jcalataiut-cli/CENIA, commit 53de17a) by a regression oracle in ``tests/studies/a/test_a_tasks.py``. The
 implementation is our own; only the facts of their scheme (the balancing table, the per-sample reseeding with
 ``seed + idx``, the order of the random calls) carry over.
 

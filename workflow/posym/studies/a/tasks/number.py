@@ -59,7 +59,7 @@ def back_pointers(raw: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     ``raw`` holds each seed's first 32-bit MT19937 outputs. NumPy's legacy bounded integers draw ``v & mask``
     (mask = the smallest 2^b - 1 covering the range) until ``v`` is in range, one 32-bit output per try, and
     draw nothing for a range of one value. Replaying that on all samples at once is what makes the
-    generator fast; ``tests/test_tasks.py`` checks it against ``randint`` itself.
+    generator fast; ``tests/studies/a/test_a_tasks.py`` checks it against ``randint`` itself.
     """
     n = len(raw)
     pointers = np.zeros((n, SEQ_LEN), dtype=np.int64)

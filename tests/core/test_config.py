@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from posym import registry
-from posym.pipeline import config, study
+from posym.pipeline import config
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 
 BAD = [
     ({"a": {"train": {"steps": -5}}}, "a.train.steps", "less than the minimum"),
@@ -60,8 +60,8 @@ def test_defaults_are_paper_a():
 
 def test_config_yaml_is_exactly_the_schema_defaults():
     """config.yaml spells out paper A; it must agree with the schema's defaults. (Its b and c sections are papers
-    B's and C's CPU calibrations, which configs/paper_b.yaml and paper_c.yaml undo: tests/test_b_study.py,
-    tests/test_c_training.py.)"""
+    B's and C's CPU calibrations, which configs/paper_b.yaml and paper_c.yaml undo: tests/studies/b/test_b_study.py,
+    tests/studies/c/test_c_training.py.)"""
     written = yaml.safe_load((REPO / "config.yaml").read_text())
     assert {"b", "c"} <= set(written) and written.get("studies", ["a"]) == ["a"]
     written.pop("b")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "posym"
+PACKAGE = Path(__file__).resolve().parents[2] / "workflow" / "posym"
 LAYERS = (
     "posym.registry",
     "posym.data",

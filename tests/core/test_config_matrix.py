@@ -1,6 +1,6 @@
 """The matrix of test configurations, each of tests/configs/ over the tiny one (conftest.CONFIG_MATRIX).
 
-Every one builds a DAG that Snakemake can run (a dry run here); the tiny one runs in full (tests/test_pipeline.py);
+Every one builds a DAG that Snakemake can run (a dry run here); the tiny one runs in full (tests/workflow/test_pipeline.py);
 the two models without RoPE run end to end and their report marks the RoPE-only items not applicable, with the
 reason; the LLM probe runs on a tiny language model the test builds.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
@@ -132,6 +132,6 @@ def test_llm_probe_speed_compares_batches_with_the_loop_on_the_same_items(tmp_pa
     report = json.loads(out.read_text())
     assert report["items"] == 2 * 2 * 3 and set(report["seconds"]) == {"loop", "batched", "batched, bf16"}
     assert set(report["ratios"]) == {"batched / loop", "batched, bf16 / loop"} and all(r > 0 for r in report["ratios"].values())
-    # in fp32, batching changes no answer of this model (tests/test_llm.py checks the scores)
+    # in fp32, batching changes no answer of this model (tests/studies/a/test_a_llm.py checks the scores)
     assert report["agreement_with_loop"]["batched"] == {"greedy": 1.0, "restricted": 1.0}
     assert report["summary"]

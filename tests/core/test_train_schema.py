@@ -12,7 +12,7 @@ import yaml
 from posym import registry
 from posym.pipeline import config, study
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 BLOCK = yaml.safe_load((REPO / "workflow" / "schemas" / "train.schema.yaml").read_text())
 #: Where each study keeps its train section, as a path of keys in its config section.
 TRAIN_SECTIONS = {"a": ("train",), "b": ("train",), "c": ("training", "train")}

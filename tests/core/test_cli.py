@@ -10,7 +10,7 @@ import pytest
 from posym.pipeline import config
 from posym.studies.a.tasks import get
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 
 
 def posym(*args, check=True):

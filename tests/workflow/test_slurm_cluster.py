@@ -5,7 +5,7 @@ already (scripts/test.sh starts one) or starts one itself and stops it at the en
 
     POSYM_SLURM=1 pytest -m slurm
 
-tests/test_slurm_pipeline.py runs the real pipeline the same way.
+tests/workflow/test_slurm_pipeline.py runs the real pipeline the same way.
 """
 
 import re
@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cancelling_on_timeout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMOKE_SNAKEFILE = REPO / "tests" / "slurm" / "Snakefile.smoke"
 TEST_PROFILE = REPO / "profiles" / "slurm-test"
 SMOKE_RULES = ("numbers", "train", "summary")
