@@ -1,5 +1,6 @@
 """The trainer learns, is deterministic, resumes bit-identically after a real kill, refuses bad files."""
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -179,14 +180,22 @@ def test_a_checkpoint_of_another_tensor_layout_is_not_resumed(tmp_path, small_da
     train_data, test_data = small_data
     run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
     train([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens, outputs=False)
-    for _, directory in checkpoints.list_checkpoints(tmp_path / "checkpoints"):
-        weights = load_tensors(directory / "model.safetensors")
-        weights["lm_head.weight.old"] = weights.pop("lm_head.weight")
-        save_tensors(directory / "model.safetensors", weights)
-    trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens))
-    assert trainer.resume() == 0 and trainer.active == [0]
-    assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
-    assert "cannot resume; starting over" in caplog.text
+    shutil.copytree(tmp_path / "checkpoints", tmp_path / "saved")
+    assert Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens)).resume() == 0  # finished
+    assert len(checkpoints.list_checkpoints(tmp_path / "checkpoints")) == 3  # and kept
+    for name, renamed in (("model.safetensors", "lm_head.weight"), ("trainer_state.safetensors", "exp_avg.unembed_weight")):
+        for _, directory in checkpoints.list_checkpoints(tmp_path / "checkpoints"):
+            if (directory / name).is_file():
+                tensors = load_tensors(directory / name)
+                tensors[renamed + ".old"] = tensors.pop(renamed)
+                save_tensors(directory / name, tensors)
+        trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, get("number").vocabulary.tokens))
+        assert trainer.resume() == 0 and trainer.active == [0], name
+        assert checkpoints.list_checkpoints(tmp_path / "checkpoints") == []
+        assert "cannot resume; starting over" in caplog.text
+        caplog.clear()
+        shutil.rmtree(tmp_path / "checkpoints")
+        shutil.copytree(tmp_path / "saved", tmp_path / "checkpoints")  # as they were, for the next layout
 
 
 @pytest.mark.parametrize("change", [{"learning_rate": 1e-3}, {"precision": "bf16"}])

@@ -112,6 +112,7 @@ class Trainer:
         self.history: dict[int, list[dict]] = {m: [] for m in range(self.members)}
         self._build(list(range(self.members)))
         self.tensor_names = set(self.model.checkpoint_tensors(0))  # what a checkpoint of this model holds
+        self.moment_names = {f"{kind}.{name}" for name in self.param_names.values() for kind in ("exp_avg", "exp_avg_sq")}
 
     # ------------------------------------------------------------------ the pack
     def _root(self, m: int) -> Path:
@@ -197,11 +198,15 @@ class Trainer:
                 }
 
     def _resumable(self, m: int, directory: Path) -> bool:
-        """A checkpoint of member m's settings and data, with its resume state, whose tensors are the model's."""
+        """A checkpoint of member m's settings and data, with its resume state, whose weights and optimizer moments
+        are named as the model's parameters (a checkpoint of an older layout is trained over, not loaded)."""
         if not ckpt.has_trainer_state(directory):
             return False
         meta = ckpt.load_trainer_meta(directory)
         if meta.get("fingerprint") != self.fingerprints[m] or meta.get("format") != STATE_FORMAT:
+            return False
+        moments = {n for n in tensor_names(directory / "trainer_state.safetensors") if n.startswith("exp_avg")}
+        if moments and moments != self.moment_names:  # none at step 0, before the first update
             return False
         return tensor_names(directory / "model.safetensors") == self.tensor_names
 
