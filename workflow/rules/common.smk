@@ -192,12 +192,12 @@ def pack_threads(wildcards):
 
 def trained_in(record, train=None, seeds=None):
     """An input function: the pack record (pattern ``record``, wildcard ``pack``) of the job that trains the job's
-    seed. ``train`` and ``seeds`` give the train settings and the seeds that decide the packs (functions of the
-    wildcards; default: the job's study's ``train`` and ``seeds``)."""
+    seed. ``train`` (a function of the wildcards) and ``seeds`` (a list) give the train settings and the seeds that
+    decide the packs (default: the job's study's ``train`` and ``seeds``)."""
 
     def path(wildcards):
         settings = train(wildcards) if train else config[wildcards.study]["train"]
-        packed = seeds(wildcards) if seeds else config[wildcards.study]["seeds"]
+        packed = seeds if seeds is not None else config[wildcards.study]["seeds"]
         pack = seed_pack(settings, packed, int(wildcards.seed))
         return expand(record, **dict(wildcards.items()), pack=pack)[0]
 
@@ -207,6 +207,27 @@ def trained_in(record, train=None, seeds=None):
 def pack_log(record):
     """The log of the training job that wrote pack record ``record``: the same path under logs/, as .log."""
     return os.path.splitext(record.replace("results/", "logs/", 1))[0] + ".log"
+
+
+def training_log(wildcards, input):
+    """A params function: the log of the training job whose pack record is the job's input ``record``."""
+    return pack_log(input.record)
+
+
+def by_wildcard(name, function, *args):
+    """An input, params or resources function: ``function(*args, <the job's wildcard name>)``, e.g. a variant's
+    settings of the study's section: ``by_wildcard("variant", variant_json, config["b"])``.
+    """
+
+    def value(wildcards):
+        return function(*args, getattr(wildcards, name))
+
+    return value
+
+
+def model_setting(key, model):
+    """Setting ``key`` of pretrained model ``model`` (config ``models``)."""
+    return config["models"][model][key]
 
 
 def final_targets():

@@ -13,8 +13,8 @@ rule convert_model:
     resources:
         **job_resources(mem_mb=8000, minutes=60),
     params:
-        source=lambda wildcards: config["models"][wildcards.model]["source"],
-        dtype=lambda wildcards: config["models"][wildcards.model]["dtype"],
+        source=by_wildcard("model", model_setting, "source"),
+        dtype=by_wildcard("model", model_setting, "dtype"),
     shell:
         "posym convert-model --source {params.source:q} --dtype {params.dtype} --out {output} --threads {threads}"
         " > {log} 2>&1"

@@ -51,7 +51,7 @@ rule train_outputs:
     resources:
         **job_resources(mem_mb=1000, minutes=30),
     params:
-        pack_log=lambda wildcards, input: pack_log(input.record),
+        pack_log=training_log,
         run=output_dir,
         out=output_dir,
         final=final_checkpoint_options,

@@ -59,15 +59,29 @@ def recipe_train(section: dict, recipe: str) -> dict:
     return json.loads(recipe_settings(section, recipe))["train"]
 
 
-def validation_input(choice: str, validation: str) -> list[str] | str:
-    """The validation split a run's tables need: only the best_validation choice reads it."""
-    return validation if choice == "best_validation" else []
+def recipe_gpus(section: dict, recipe: str) -> int:
+    """A recipe's training job asks for a GPU unless it trains on the CPU."""
+    return int(recipe_train(section, recipe)["device"] != "cpu")
 
 
-def final_options(section: dict, choice: str, validation: str) -> str:
-    """``posym train-outputs`` options of a final-checkpoint choice (best_validation compares at paper A's
-    final_checkpoint.validation_every)."""
-    return train_outputs_options(choice, section["final_checkpoint"]["validation_every"], validation)
+def validation_input(pattern: str):
+    """An input function: the validation split (``pattern`` of the job's wildcards) a run's tables need; only the
+    best_validation choice (wildcard ``choice``) reads it."""
+
+    def split(wildcards) -> list[str] | str:
+        return pattern.format(**wildcards) if wildcards.choice == "best_validation" else []
+
+    return split
+
+
+def final_options(section: dict, pattern: str):
+    """A params function: ``posym train-outputs`` options of the job's final-checkpoint choice (wildcard ``choice``;
+    best_validation compares at paper A's final_checkpoint.validation_every, on the split ``pattern`` names)."""
+
+    def options(wildcards) -> str:
+        return train_outputs_options(wildcards.choice, section["final_checkpoint"]["validation_every"], pattern.format(**wildcards))
+
+    return options
 
 
 def runs(section: dict) -> list[dict]:

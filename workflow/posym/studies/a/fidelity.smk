@@ -34,14 +34,10 @@ if config["a"]["fidelity"]:
             f"{F}/benchmarks/train/{{recipe}}-{{task}}-{{pack}}.tsv"
         resources:
             **job_resources(mem_mb=4000, minutes=240),
-            gpu=lambda wildcards: int(
-                fidelity.recipe_train(config["a"], wildcards.recipe)["device"] != "cpu"
-            ),
+            gpu=by_wildcard("recipe", fidelity.recipe_gpus, config["a"]),
             cpus_per_gpu=cpus_per_gpu,
         params:
-            settings=lambda wildcards: fidelity.recipe_settings(
-                config["a"], wildcards.recipe
-            ),
+            settings=by_wildcard("recipe", fidelity.recipe_settings, config["a"]),
             seeds=pack_seed_words,
             out=pack_files(F_TRAINED),
 
@@ -49,14 +45,10 @@ if config["a"]["fidelity"]:
         input:
             record=trained_in(
                 F_PACK,
-                train=lambda wildcards: fidelity.recipe_train(
-                    config["a"], wildcards.recipe
-                ),
-                seeds=lambda wildcards: config["a"]["fidelity"]["seeds"],
+                train=by_wildcard("recipe", fidelity.recipe_train, config["a"]),
+                seeds=config["a"]["fidelity"]["seeds"],
             ),
-            validation=lambda wildcards: fidelity.validation_input(
-                wildcards.choice, F_VALIDATION.format(**wildcards)
-            ),
+            validation=fidelity.validation_input(F_VALIDATION),
         output:
             index=F_INDEX,
             metrics=f"{F_RUN}/metrics.csv",
@@ -65,12 +57,10 @@ if config["a"]["fidelity"]:
             "logs/a/fidelity/{recipe}/{choice}/{task}/seed{seed}.log",
         localrule: True
         params:
-            pack_log=lambda wildcards, input: pack_log(input.record),
-            run=lambda wildcards: F_TRAINED.format(**wildcards),
+            pack_log=training_log,
+            run=F_TRAINED,
             out=output_dir,
-            final=lambda wildcards: fidelity.final_options(
-                config["a"], wildcards.choice, F_VALIDATION.format(**wildcards)
-            ),
+            final=fidelity.final_options(config["a"], F_VALIDATION),
 
     use rule a_scores as a_fidelity_scores with:
         input:

@@ -75,6 +75,16 @@ def probe_jobs(llm: dict, models: dict) -> dict[str, str | None]:
     return jobs
 
 
+def probe_input(jobs: dict[str, str | None], name: str) -> str | list:
+    """The input of probe job ``name`` (:func:`probe_jobs`): its model directory, nothing for the endpoint."""
+    return jobs[name] or []
+
+
+def probe_gpus(jobs: dict[str, str | None], llm: dict, name: str) -> int:
+    """A probe job asks for a GPU when it loads a model and llm.device is not cpu."""
+    return int(jobs[name] is not None and llm["device"] != "cpu")
+
+
 def probe_items(task: str, window: int, n_items: int, seed: int) -> list[dict]:
     """``n_items`` 1-hop items with a target window of ``window`` tokens (generators PROPOSED in spec §A10.2),
     deterministic in (task, window, seed).

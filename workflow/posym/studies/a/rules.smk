@@ -150,7 +150,7 @@ except ValueError as err:
 # One job per model of llm.model (or the endpoint model).
 rule a_llm_probe:
     input:
-        model=lambda wildcards: A_LLM[wildcards.llm] or [],
+        model=by_wildcard("llm", llm_probes.probe_input, A_LLM),
     output:
         probe_items=f"{A}/llm/models/{{llm}}/items.csv",
         probe_summary=f"{A}/llm/models/{{llm}}/summary.csv",
@@ -163,9 +163,7 @@ rule a_llm_probe:
     threads: config["threads"]
     resources:
         **job_resources(mem_mb=32000, minutes=240),
-        gpu=lambda wildcards: int(
-            A_LLM[wildcards.llm] is not None and config["a"]["llm"]["device"] != "cpu"
-        ),
+        gpu=by_wildcard("llm", llm_probes.probe_gpus, A_LLM, config["a"]["llm"]),
         cpus_per_gpu=cpus_per_gpu,
     params:
         # the probe's settings leave out the list of models: adding a model runs that model's job only

@@ -4,7 +4,7 @@
 # {variant} level in their paths and the variant's settings (b.model / b.train under its overrides) as params,
 # so editing a variant reruns only its jobs. The notebooks come from study.yaml.
 
-from posym.studies.b.variants import variant_gpus, variant_json, variant_settings
+from posym.studies.b.variants import variant_gpus, variant_json, variant_train
 
 B = "results/b"
 B_RUN = "{variant}/{task}/seed{seed}"
@@ -29,10 +29,10 @@ use rule train as b_train with:
         f"{B}/benchmarks/train/{{variant}}-{{task}}-{{pack}}.tsv"
     resources:
         **job_resources(mem_mb=8000, minutes=720),
-        gpu=lambda wildcards: variant_gpus(config["b"], wildcards.variant),
+        gpu=by_wildcard("variant", variant_gpus, config["b"]),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        settings=lambda wildcards: variant_json(config["b"], wildcards.variant),
+        settings=by_wildcard("variant", variant_json, config["b"]),
         seeds=pack_seed_words,
         out=pack_files(f"{B}/train/{B_RUN}"),
 
@@ -41,10 +41,8 @@ use rule train_outputs as b_train_outputs with:
     input:
         record=trained_in(
             B_PACK,
-            train=lambda wildcards: variant_settings(config["b"], wildcards.variant)[
-                "train"
-            ],
-            seeds=lambda _: config["b"]["seeds"],
+            train=by_wildcard("variant", variant_train, config["b"]),
+            seeds=config["b"]["seeds"],
         ),
     output:
         index=B_INDEX,

@@ -12,6 +12,11 @@ def variant_settings(section: dict, variant: str) -> dict:
     return {part: {**section[part], **overrides.get(part, {})} for part in ("model", "train")}
 
 
+def variant_train(section: dict, variant: str) -> dict:
+    """The variant's train settings (what decides how its seeds are packed)."""
+    return variant_settings(section, variant)["train"]
+
+
 def variant_json(section: dict, variant: str, parts: tuple[str, ...] = ("model", "train")) -> str:
     """The variant's settings of ``parts`` as JSON, as ``posym`` commands take them. Training reads its data
     from the split files, so no data setting is among them: editing one task's data reruns only that task."""
