@@ -45,8 +45,8 @@ use rule evaluate_test as a_evaluate_length with:
         **job_resources(mem_mb=4000, minutes=60),
 
 
-# The analyses of a run's final checkpoint are posym jobs like the core's evaluation, with their own files.
-use rule evaluate_test as a_scores with:
+# The analyses of a run's final checkpoint: each a posym job on the run's checkpoint index and a data split.
+rule a_scores:
     input:
         index=A_INDEX,
         data=A_TEST,
@@ -57,26 +57,39 @@ use rule evaluate_test as a_scores with:
         "logs/a/scores/{task}/seed{seed}.log",
     benchmark:
         f"{A}/benchmarks/scores/{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
     resources:
         **job_resources(mem_mb=4000, minutes=120),
     params:
         **posym("a scores", settings=("a", "scores")),
+    shell:
+        JOB
 
 
-use rule a_scores as a_frequency with:
+rule a_frequency:
+    input:
+        index=A_INDEX,
+        data=A_TEST,
     output:
         f"{A}/analysis/{{task}}/seed{{seed}}/frequency.csv",
     log:
         "logs/a/analysis/{task}/seed{seed}/frequency.log",
     benchmark:
         f"{A}/benchmarks/frequency/{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
         **posym("a frequency", settings=("a", "frequency")),
+    shell:
+        JOB
 
 
-use rule a_scores as a_discrepancy with:
+rule a_discrepancy:
     input:
         index=A_INDEX,
         data=A_LENGTH,
@@ -86,11 +99,18 @@ use rule a_scores as a_discrepancy with:
         "logs/a/analysis/{task}/seed{seed}/discrepancy.log",
     benchmark:
         f"{A}/benchmarks/discrepancy/{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=4000, minutes=120),
     params:
         **posym("a discrepancy", settings=("a", "discrepancy")),
+    shell:
+        JOB
 
 
-use rule a_scores as a_geometry with:
+rule a_geometry:
     input:
         index=f"{A}/train/number/seed{{seed}}/checkpoints.json",
         data=f"{A}/data/number/seed{{seed}}/test.safetensors",
@@ -101,10 +121,15 @@ use rule a_scores as a_geometry with:
         "logs/a/analysis/number/seed{seed}/geometry.log",
     benchmark:
         f"{A}/benchmarks/geometry/number-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
         **posym("a geometry", settings=("a", "geometry")),
+    shell:
+        JOB
 
 
 rule a_flow:
@@ -126,9 +151,7 @@ rule a_flow:
         JOB
 
 
-use rule a_flow as a_theory with:
-    input:
-        [],
+rule a_theory:
     output:
         discrepancy=f"{A}/analysis/theory/discrepancy.csv",
         exactness=f"{A}/analysis/theory/exactness.csv",
@@ -136,9 +159,15 @@ use rule a_flow as a_theory with:
         "logs/a/analysis/theory.log",
     benchmark:
         f"{A}/benchmarks/theory.tsv"
+    conda:
+        TRAINING_ENV
     threads: 1  # small tensors: more threads only contend
+    resources:
+        **job_resources(mem_mb=2000, minutes=60),
     params:
         **posym("a theory", settings=("a", "theory")),
+    shell:
+        JOB
 
 
 try:

@@ -65,7 +65,7 @@ use rule evaluate_test as b_evaluate with:
         f"{B}/benchmarks/evaluate_test/{{variant}}-{{task}}-seed{{seed}}.tsv"
 
 
-use rule evaluate_test as b_ablation with:
+rule b_ablation:
     input:
         index=B_INDEX,
         train_data=f"{B_DATA}/train.safetensors",
@@ -76,13 +76,18 @@ use rule evaluate_test as b_ablation with:
         "logs/b/ablation/{variant}/{task}/seed{seed}.log",
     benchmark:
         f"{B}/benchmarks/ablation/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
     resources:
         **job_resources(mem_mb=4000, minutes=240),
     params:
         **posym("b ablation", settings=("b", "ablation")),
+    shell:
+        JOB
 
 
-use rule evaluate_test as b_toeplitz with:
+rule b_toeplitz:
     input:
         index=B_INDEX,
         data=f"{B_DATA}/test.safetensors",
@@ -92,16 +97,33 @@ use rule evaluate_test as b_toeplitz with:
         "logs/b/analysis/{variant}/{task}/seed{seed}/toeplitz.log",
     benchmark:
         f"{B}/benchmarks/toeplitz/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=2000, minutes=30),
     params:
         **posym("b toeplitz", settings=("b", "toeplitz")),
+    shell:
+        JOB
 
 
-use rule b_toeplitz as b_probe with:
+rule b_probe:
+    input:
+        index=B_INDEX,
+        data=f"{B_DATA}/test.safetensors",
     output:
         f"{B}/analysis/{B_RUN}/probe.csv",
     log:
         "logs/b/analysis/{variant}/{task}/seed{seed}/probe.log",
     benchmark:
         f"{B}/benchmarks/probe/{{variant}}-{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=2000, minutes=30),
     params:
         **posym("b probe", settings=("b", "probe")),
+    shell:
+        JOB
