@@ -39,6 +39,10 @@ wildcard_constraints:
     task="|".join(
         task for study in config["studies"] for task in config[study].get("tasks", [])
     ),
+    variant="|".join(
+        map(re.escape, sorted({v for grid in GRIDS.values() for v in grid.variants}))
+    )
+    or "(?!)",
     seed=r"\d+",
     pack=r"seed\d+(\+\d+)*",
     split="train|val|test",

@@ -27,8 +27,9 @@ EXPECTED = {
     "alibi": dict.fromkeys(ROPE_ONLY),
     "nope": dict.fromkeys(ROPE_ONLY),
     "llm": {"convert_model": 1, "a_llm_probe": 2, "a_llm_gather": 1},  # two models, one of them a GGUF
-    # two recipes x two tasks trained, each analysed with two final-checkpoint choices
-    "fidelity": {"a_fidelity_train": 4, **dict.fromkeys(["a_fidelity_train_outputs", "a_fidelity_scores", "a_fidelity_frequency", "a_fidelity_length"], 8), "a_notebook_fidelity": 1},
+    # two recipes x two tasks, each analysed with two final-checkpoint choices: 8 variant runs besides the plain
+    # run's 2, of which the recipe dropout 0, batch 32 is the plain run's training: 2 more training jobs
+    "fidelity": {"train": 4, **dict.fromkeys(["train_outputs", "a_scores", "a_frequency", "a_evaluate_length"], 10), "a_notebook_fidelity": 1},
     # papers A and C: paper C's jobs, and the fingerprint of paper A's heads (one job per run, its gather, its notebook)
     "ac": {**dict.fromkeys(["c_published", "c_checks", "c_notebook_published", "c_notebook_checks"], 1), "c_our_heads": 2, "c_our_heads_gather": 1, "c_notebook_our_heads": 1,
            "c_train": 5, "c_formation": 1, "c_notebook_training": 1},  # fmt: skip
@@ -36,7 +37,7 @@ EXPECTED = {
 #: tests/configs/b.yaml runs paper B alone: 5 variants on Task 1 and 3 on Task 2, one seed, two tasks' data.
 B_JOBS = {
     "split": 4,
-    **dict.fromkeys(["b_train", "b_train_outputs", "b_evaluate", "b_ablation", "b_toeplitz", "b_probe"], 8),
+    **dict.fromkeys(["train", "train_outputs", "evaluate_test", "b_ablation", "b_toeplitz", "b_probe"], 8),
     **dict.fromkeys(["b_notebook_accuracy", "b_notebook_ablation", "b_notebook_toeplitz", "b_notebook_probe"], 1),
     "report": 1,
     "all": 1,
@@ -161,13 +162,17 @@ def test_the_fidelity_study_compares_the_recipes_claim_by_claim(tmp_path):
     effects = pd.read_csv(workdir / "results/a/tables/fidelity_effects.csv")
     assert set(effects.columns) == {"check", "embd_pdrop", "batch_size", "final_checkpoint"}
     assert effects["batch_size"].isna().all()  # one level: no effect to measure
-    run = workdir / "results/a/fidelity/pdrop0.1-batch32"
-    best = json.loads((run / "best_validation/number/seed0/checkpoints.json").read_text())["final"]
-    last = json.loads((run / "last/number/seed0/checkpoints.json").read_text())["final"]
+    train, scores = workdir / "results/a/train", workdir / "results/a/scores"
+    best = json.loads((train / "pdrop0.1-batch32-best_validation/number/seed0/checkpoints.json").read_text())["final"]
+    last = json.loads((train / "pdrop0.1-batch32-last/number/seed0/checkpoints.json").read_text())["final"]
     assert last == {"step": 60, "choice": "last"} and best["step"] == max(best["validation"], key=lambda c: c["accuracy"])["step"]
-    scores = pd.read_csv(run / "best_validation/number/seed0/scores.csv")
-    assert set(scores.loc[scores["final"], "step"]) == {best["step"]}
-    assert not (run / "train/number/seed0/checkpoints.json").exists()  # one training, tables per choice only
+    chosen = pd.read_csv(scores / "pdrop0.1-batch32-best_validation/number/seed0/scores.csv")
+    assert set(chosen.loc[chosen["final"], "step"]) == {best["step"]}
+    # one training per recipe: the choices' tables read the checkpoints of the first variant that trains it, and
+    # tiny's own recipe (dropout 0, batch 32) is the plain run's
+    assert (train / "pdrop0.1-batch32-last/number/seed0/checkpoints").is_dir()
+    assert not (train / "pdrop0.1-batch32-best_validation/number/seed0/checkpoints").exists()
+    assert not any((train / f"pdrop0-batch32-{c}/number/seed0/checkpoints").exists() for c in ("last", "best_validation"))
 
 
 #: The jobs of one run (task x seed): the quick config's three seeds have three of each where the tiny one has one.

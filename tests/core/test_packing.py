@@ -128,7 +128,7 @@ def test_a_packed_workflow_writes_what_one_job_per_seed_writes(tmp_path):
 
     On one core: a packed job runs threads x seeds threads (at most --cores), and a CPU's float reductions split
     by thread count, so at other core counts the weights agree to rounding (~1e-7), not to the bit."""
-    targets = [f"results/a/eval/number/seed{s}/test.csv" for s in (0, 1)]
+    targets = [f"results/a/eval/main/number/seed{s}/test.csv" for s in (0, 1)]
     outputs = {}
     for name, pack in (("separate", False), ("packed", True)):
         workdir = copy_repo(tmp_path / name)
@@ -139,18 +139,18 @@ def test_a_packed_workflow_writes_what_one_job_per_seed_writes(tmp_path):
         snakemake(workdir, *targets, configfiles=configfiles, cores=1)
         outputs[name] = workdir
     packed, separate = outputs["packed"], outputs["separate"]
-    assert (packed / "results/a/train/number/packs/seed0+1.json").is_file()
-    assert sorted(p.name for p in (separate / "results/a/train/number/packs").iterdir()) == ["seed0.json", "seed1.json"]
+    assert (packed / "results/a/train/main/number/packs/seed0+1.json").is_file()
+    assert sorted(p.name for p in (separate / "results/a/train/main/number/packs").iterdir()) == ["seed0.json", "seed1.json"]
     for s in (0, 1):
-        run = f"results/a/train/number/seed{s}"
+        run = f"results/a/train/main/number/seed{s}"
         for name in ("metrics.csv", "train_log.csv", "checkpoints/step-000060/model.safetensors"):
             assert (packed / run / name).read_bytes() == (separate / run / name).read_bytes(), (s, name)
-        assert (packed / f"results/a/eval/number/seed{s}/test.csv").read_bytes() == (
-            separate / f"results/a/eval/number/seed{s}/test.csv"
+        assert (packed / f"results/a/eval/main/number/seed{s}/test.csv").read_bytes() == (
+            separate / f"results/a/eval/main/number/seed{s}/test.csv"
         ).read_bytes()
         index = json.loads((packed / run / "checkpoints.json").read_text())
         assert index["train"]["pack_seeds"] is True and index["seed"] == s
         # each seed's log holds the training job's log, then its own job's lines
-        log = (packed / f"logs/a/train/number/seed{s}.log").read_text()
+        log = (packed / f"logs/a/train/main/number/seed{s}.log").read_text()
         assert "step 60 checkpoint written" in log and f"seed {s} of seed0+1: tables written" in log
-    assert (packed / "results/a/benchmarks/train/number-seed0+1.tsv").is_file()
+    assert (packed / "results/a/benchmarks/train/main/number-seed0+1.tsv").is_file()

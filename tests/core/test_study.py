@@ -79,15 +79,16 @@ def test_inputs_expand_over_runs_and_follow_their_conditions():
     paper_a = study.load("a")
     two_seeds = config.validate({"a": {"seeds": [0, 3]}})
     inputs = paper_a.notebook_inputs("scores", two_seeds)
-    assert inputs["scores"] == [f"results/a/scores/{t}/seed{s}/scores.csv" for t in ("number", "letter") for s in (0, 3)]
-    assert paper_a.notebook_inputs("geometry", two_seeds)["coordinates"] == [f"results/a/analysis/number/seed{s}/geometry.csv" for s in (0, 3)]
+    assert inputs["scores"] == [f"results/a/scores/main/{t}/seed{s}/scores.csv" for t in ("number", "letter") for s in (0, 3)]
+    assert paper_a.notebook_inputs("geometry", two_seeds)["coordinates"] == [f"results/a/analysis/main/number/seed{s}/geometry.csv" for s in (0, 3)]
     assert paper_a.notebook_inputs("theory", two_seeds)["discrepancy"] == "results/a/analysis/theory/discrepancy.csv"
     assert paper_a.notebook_inputs("llm", two_seeds) == {}  # no model configured: the probe's files are not inputs
     with_model = config.validate({"a": {"llm": {"endpoint_model": "m"}}})
     assert set(paper_a.notebook_inputs("llm", with_model)) == {"probe_items", "probe_summary"}
     claims = two_seeds["a"]["claims"]  # claims A-2 and A-3's thresholds (the scores notebook judges them)
     assert paper_a.notebook_parameters("scores", two_seeds) == {
-        "tasks": ["number", "letter"], "seeds": [0, 3], "gammas": [0.1, 0.05], "a2": claims["a2"], "a3": claims["a3"]
+        "tasks": ["number", "letter"], "seeds": [0, 3], "gammas": [0.1, 0.05], "a2": claims["a2"], "a3": claims["a3"],
+        "runs": paper_a.runs(two_seeds),
     }
     assert paper_a.workflow_inputs("compute", "wall_times") == ["benchmarks"]
     assert paper_a.workflow_inputs("compute", "performance") == ["performance"]

@@ -1,5 +1,5 @@
 """CONTRIBUTING.md's recipes, each done as the recipe says on a toy study (tests/toy_study/) in a copy of the
-repository, and run through the real workflow: add a study, a figure, a task, a position scheme."""
+repository, and run through the real workflow: add a study, a figure, a task, a position scheme, a variant grid."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_a_new_study_is_one_folder_and_one_config_section(toy_run):
     assert "Toy study: A toy study that follows the recipes of CONTRIBUTING.md" in html
     assert html.count(">rendered</a>") == 1 and 'src="toy/figures/toy_accuracy.png"' in html
     assert (report / "toy" / "tables" / "claims_T1.csv").is_file()
-    assert (toy_run / "results" / "toy" / "train" / "first_token" / "seed0" / "checkpoints.json").is_file()
+    assert (toy_run / "results" / "toy" / "train" / "main" / "first_token" / "seed0" / "checkpoints.json").is_file()
     assert not (toy_run / "results" / "a").exists()  # paper A is off
     manifest = json.loads((report / "manifest.json").read_text())
     assert set(manifest["studies"]) == {"toy"} and manifest["config"]["report"]["title"] == "posym: toy study reproduced"
@@ -133,6 +133,44 @@ def test_a_new_position_scheme_is_a_class_and_a_name(toy_run, tmp_path):
     jobs = planned_jobs(snakemake(workdir, "-n", configfiles=config))
     assert jobs["train"] == 1 and "split" not in jobs  # a model setting retrains, the data stay
     snakemake(workdir, configfiles=config)
-    index = json.loads((workdir / "results" / "toy" / "train" / "first_token" / "seed0" / "checkpoints.json").read_text())
+    index = json.loads((workdir / "results" / "toy" / "train" / "main" / "first_token" / "seed0" / "checkpoints.json").read_text())
     assert index["model"]["position"] == "shifted_rope"
     assert (report_of(workdir) / "toy" / "tables" / "claims_T1.csv").is_file()
+
+
+#: CONTRIBUTING's "Add a variant grid": the toy study's variants module, as the recipe writes it.
+TOY_VARIANTS = '''"""The toy study's run grid: the plain run, and a sweep of the learning rate."""
+
+from posym.pipeline import variants
+
+
+def run_grid(section):
+    plain = variants.plain(section)
+    sweep = variants.factor_grid({"train.learning_rate": [0.003, 0.01]}, lambda levels: f"lr{levels['learning_rate']:g}")
+    rows = [{"variant": v, "task": t, "seed": s} for v in sweep for t in section["tasks"] for s in section["seeds"]]
+    return variants.RunGrid({**plain.variants, **sweep}, {**plain.sets, "sweep": rows})
+'''
+
+
+def test_a_variant_grid_is_a_module_and_a_notebook_input(toy_run, tmp_path):
+    workdir = copy_of(toy_run, tmp_path)
+    study = workdir / "workflow" / "posym" / "studies" / "toy"
+    (study / "variants.py").write_text(TOY_VARIANTS)
+    table = yaml.safe_load((study / "study.yaml").read_text())
+    table["notebooks"]["summary"]["inputs"]["sweep"] = {"path": "core:test_accuracy", "runs": "sweep"}
+    (study / "study.yaml").write_text(yaml.safe_dump(table, sort_keys=False, allow_unicode=True))
+    commit(workdir)
+    config = toy_config(workdir, train={"learning_rate": 0.003})
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=config))
+    # the plain run's learning rate is the sweep's first: lr0.003 reads its training; lr0.01 trains
+    assert jobs["train"] == 1 and jobs["train_outputs"] == 2 and jobs["evaluate_test"] == 2 and "split" not in jobs
+    snakemake(workdir, configfiles=config)
+    results = workdir / "results" / "toy"
+    trained = json.loads((results / "train" / "lr0.01" / "first_token" / "seed0" / "checkpoints.json").read_text())
+    assert trained["train"]["learning_rate"] == 0.01
+    shared = json.loads((results / "train" / "lr0.003" / "first_token" / "seed0" / "checkpoints.json").read_text())
+    main = json.loads((results / "train" / "main" / "first_token" / "seed0" / "checkpoints.json").read_text())
+    assert shared["final"] == main["final"] and not (results / "train" / "lr0.003" / "first_token" / "seed0" / "checkpoints").exists()
+    executed = json.loads((results / "notebooks" / "summary.ipynb").read_text())
+    injected = "".join(next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))["source"])
+    assert "results/toy/eval/lr0.01/first_token/seed0/test.csv" in injected and 'runs_sweep = [{"variant": "lr0.003"' in injected

@@ -21,9 +21,9 @@ from conftest import TINY, clean_env, copy_repo, report_dir, snakemake, snakemak
 
 pytestmark = pytest.mark.slow
 
-TRAIN = "results/a/train/number/seed0"
+TRAIN = "results/a/train/main/number/seed0"
 TRAIN_TARGET = f"{TRAIN}/checkpoints.json"  # split x2 -> train
-EVAL_TARGET = "results/a/eval/number/seed0/test.csv"
+EVAL_TARGET = "results/a/eval/main/number/seed0/test.csv"
 TRAIN_OUTPUTS = ("checkpoints.json", "metrics.csv", "train_log.csv")
 LONGER = {"a": {"train": {"steps": 240, "checkpoint_every": 20}}}  # about 10 s of training on 2 cores
 WAIT_S = 300
@@ -119,7 +119,7 @@ def test_a_run_killed_mid_training_resumes_from_its_last_checkpoint(tmp_path, lo
     assert not any((workdir / TRAIN / name).exists() for name in TRAIN_OUTPUTS)  # nothing half-written
 
     _, done = rerun_like_a_user(workdir, TRAIN_TARGET, configfiles=longer)
-    log = (workdir / "logs/a/train/number/seed0.log").read_text()
+    log = (workdir / "logs/a/train/main/number/seed0.log").read_text()
     assert "resuming from step " in log, log[:3000]
     resumed_from = int(log.split("resuming from step ")[1].split()[0])
     assert resumed_from >= 60, log[:3000]

@@ -63,7 +63,7 @@ def test_manifest_records_provenance(tiny_run):
     runs = manifest["checkpoints"]
     assert len(runs) == 2 and all([c["step"] for c in r["checkpoints"]] == [0, 20, 40, 60] for r in runs.values())
     wall = manifest["wall_seconds"]
-    assert {f"results/a/benchmarks/train/{t}-seed0.tsv" for t in ("number", "letter")} <= set(wall)
+    assert {f"results/a/benchmarks/train/main/{t}-seed0.tsv" for t in ("number", "letter")} <= set(wall)
     assert manifest["total_wall_seconds"] == pytest.approx(sum(wall.values())) and all(s > 0 for s in wall.values())
     assert set(manifest["files"]) >= {"index.html", "a/figures/fig2a_accuracy.png", "a/tables/fig5b_length.csv"}
     items = manifest["studies"]["a"]["items"]
@@ -98,7 +98,7 @@ def test_changing_a_training_setting_retrains(tiny_run, tmp_path):
 
 
 def test_changing_the_final_checkpoint_choice_reanalyses_without_training(tiny_run, tmp_path):
-    index = json.loads((tiny_run / "results/a/train/number/seed0/checkpoints.json").read_text())
+    index = json.loads((tiny_run / "results/a/train/main/number/seed0/checkpoints.json").read_text())
     assert index["final"]["choice"] == "best_validation" and [c["step"] for c in index["final"]["validation"]] == [20, 40, 60]
     changed = tmp_path / "last.yaml"
     changed.write_text(yaml.safe_dump({"a": {"final_checkpoint": {"choice": "last"}}}))

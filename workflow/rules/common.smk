@@ -5,7 +5,9 @@ import os
 import shlex
 
 from posym.pipeline import config as posym_config
+from posym.pipeline import paths
 from posym.pipeline import study as posym_study
+from posym.pipeline import variants
 from posym.training.packs import pack_members, seed_pack, train_outputs_options
 from posym.pipeline.provenance import report_version
 
@@ -19,6 +21,8 @@ REPO = workflow.basedir
 VERSION = report_version(config, REPO)
 REPORT_DIR = f"reports/{VERSION}"
 STUDIES = [posym_study.load(study_id) for study_id in config["studies"]]
+# Each study's run grid (posym.pipeline.variants): its variants, and the runs of each run set.
+GRIDS = {study.id: study.grid(config) for study in STUDIES}
 TRAINING_ENV = os.path.join(REPO, "envs", "training.yaml")
 ANALYSIS_ENV = os.path.join(REPO, "envs", "analysis.yaml")
 # Benchmark results committed with the code (benchmarks/results/*.json); the report shows them.
@@ -42,13 +46,47 @@ def section(study, *keys, omit=()):
     return json.dumps(chosen, sort_keys=True)
 
 
-def study_settings(*keys):
-    """A params function: the settings ``keys`` of the job's study (wildcard ``study``) as --settings JSON."""
+def variant_overrides(wildcards):
+    """The overrides of the job's variant (wildcards ``study`` and ``variant``)."""
+    return GRIDS[wildcards.study].variants[wildcards.variant]
+
+
+def variant_settings(*parts):
+    """A params function: the settings ``parts`` of the job's variant (its overrides over the study's section),
+    as --settings JSON."""
 
     def settings(wildcards):
-        return section(wildcards.study, *keys)
+        return variants.settings_json(
+            config[wildcards.study], variant_overrides(wildcards), parts
+        )
 
     return settings
+
+
+def variant_section(wildcards):
+    """The job's variant's effective settings (its study's section under its overrides)."""
+    return variants.resolve(config[wildcards.study], variant_overrides(wildcards))
+
+
+def training_variant(wildcards):
+    """The variant whose training the job's variant reads (itself, unless an earlier variant trains the same)."""
+    return variants.training_variant(
+        GRIDS[wildcards.study], config[wildcards.study], wildcards.variant
+    )
+
+
+def training_seeds(study, variant, task):
+    """The seeds ``variant`` trains on ``task``: those of every run of the grid whose training it is."""
+    grid = GRIDS[study]
+    return sorted(
+        {
+            run["seed"]
+            for run in grid.all_runs()
+            if run["task"] == task
+            and variants.training_variant(grid, config[study], run["variant"])
+            == variant
+        }
+    )
 
 
 def output_dir(wildcards, output):
@@ -99,10 +137,10 @@ def posym(command, *, settings=(), wildcards=(), omit=()):
 JOB = "posym {params.job} {params.settings} --threads {threads} > {log} 2>&1"
 
 
-def runs(study, pattern):
-    """One path per task x seed of a study."""
-    return expand(
-        pattern, study=study, task=config[study]["tasks"], seed=config[study]["seeds"]
+def runs(study, pattern, run_set=variants.OWN):
+    """One path per run of a study's run set (its own by default), in its order."""
+    return list(
+        dict.fromkeys(pattern.format(**run) for run in GRIDS[study].runs(run_set))
     )
 
 
@@ -125,33 +163,31 @@ def task_data(wildcards):
 
 
 def final_checkpoint(wildcards):
-    """The study's final_checkpoint section; a study without one (or a rule of a study's own paths, without the
-    study wildcard) analyses each run's last checkpoint."""
-    study = wildcards.get("study")
-    return (
-        config[study].get("final_checkpoint", {"choice": "last"})
-        if study
-        else {"choice": "last"}
-    )
-
-
-#: The validation split a run's best checkpoint is chosen on.
-VALIDATION_SPLIT = "results/{study}/data/{task}/seed{seed}/val.safetensors"
+    """The final_checkpoint settings of the job's variant; a study without them analyses each run's last
+    checkpoint."""
+    return variant_section(wildcards).get("final_checkpoint", {"choice": "last"})
 
 
 def validation_split(wildcards):
-    """An input function: the run's validation split where the study picks the best checkpoint on it."""
+    """An input function: the run's validation split where its variant picks the best checkpoint on it."""
     if final_checkpoint(wildcards)["choice"] != "best_validation":
         return []
-    return VALIDATION_SPLIT.format(**wildcards)
+    return paths.SPLIT.format(**wildcards, split="val")
 
 
 def final_checkpoint_options(wildcards):
-    """``posym train-outputs`` options of the study's final_checkpoint choice (a function of the wildcards only,
-    so that Snakemake compares it between runs)."""
+    """``posym train-outputs`` options of the variant's final_checkpoint choice (a function of the wildcards
+    only, so that Snakemake compares it between runs)."""
     final = final_checkpoint(wildcards)
     return train_outputs_options(
         final["choice"], final.get("validation_every"), validation_split(wildcards)
+    )
+
+
+def trained_folder(wildcards):
+    """A params function: the folder of the run's checkpoints, under the variant that trained them."""
+    return paths.TRAINED.format(
+        **{**dict(wildcards.items()), "variant": training_variant(wildcards)}
     )
 
 
@@ -190,34 +226,24 @@ def pack_threads(wildcards):
     return config["threads"] * len(pack_members(wildcards.pack))
 
 
-def trained_in(record, train=None, seeds=None):
-    """An input function: the pack record (pattern ``record``, wildcard ``pack``) of the job that trains the job's
-    seed. ``train`` (a function of the wildcards) and ``seeds`` (a list) give the train settings and the seeds that
-    decide the packs (default: the job's study's ``train`` and ``seeds``)."""
-
-    def path(wildcards):
-        settings = train(wildcards) if train else config[wildcards.study]["train"]
-        packed = seeds if seeds is not None else config[wildcards.study]["seeds"]
-        pack = seed_pack(settings, packed, int(wildcards.seed))
-        return expand(record, **dict(wildcards.items()), pack=pack)[0]
-
-    return path
-
-
-def pack_log(record):
-    """The log of the training job that wrote pack record ``record``: the same path under logs/, as .log."""
-    return os.path.splitext(record.replace("results/", "logs/", 1))[0] + ".log"
+def trained_in(wildcards):
+    """An input function: the record of the training job that trains the run: the pack of its seed among the
+    seeds its training variant trains on its task."""
+    study, task, seed = wildcards.study, wildcards.task, int(wildcards.seed)
+    trainer = training_variant(wildcards)
+    settings = variants.resolve(config[study], GRIDS[study].variants[trainer])["train"]
+    pack = seed_pack(settings, training_seeds(study, trainer, task), seed)
+    return paths.PACK.format(study=study, variant=trainer, task=task, pack=pack)
 
 
 def training_log(wildcards, input):
     """A params function: the log of the training job whose pack record is the job's input ``record``."""
-    return pack_log(input.record)
+    return paths.log(input.record)
 
 
 def by_wildcard(name, function, *args):
-    """An input, params or resources function: ``function(*args, <the job's wildcard name>)``, e.g. a variant's
-    settings of the study's section: ``by_wildcard("variant", variant_json, config["b"])``.
-    """
+    """An input, params or resources function: ``function(*args, <the job's wildcard name>)``, e.g. a setting of
+    a pretrained model: ``by_wildcard("model", model_setting, "source")``."""
 
     def value(wildcards):
         return function(*args, getattr(wildcards, name))
@@ -256,8 +282,8 @@ def job_resources(mem_mb, minutes):
 
 
 def training_gpus(wildcards):
-    """A training job asks for one GPU unless the config trains on the CPU (train.device: cpu)."""
-    return 0 if config[wildcards.study]["train"]["device"] == "cpu" else 1
+    """A training job asks for one GPU unless its variant trains on the CPU (train.device: cpu)."""
+    return 0 if variant_section(wildcards)["train"]["device"] == "cpu" else 1
 
 
 def cpus_per_gpu(wildcards, threads):

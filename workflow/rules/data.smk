@@ -1,14 +1,14 @@
 # Task datasets: one split of one task per job (paper A: spec §A2). Sizes, generator options and the dataset seed
 # come from the study's data section (a task's own subsection, data.<task>, overrides it): dataset seed =
-# data.seed_offset + run seed.
+# data.seed_offset + run seed. The variants of a study share its data (a run's folder has no variant level).
 
 
 rule split:
     output:
-        tensors="results/{study}/data/{task}/seed{seed}/{split}.safetensors",
-        meta="results/{study}/data/{task}/seed{seed}/{split}.json",
+        tensors=paths.SPLIT,
+        meta=paths.SPLIT_RECORD,
     log:
-        "logs/{study}/data/{task}/seed{seed}/{split}.log",
+        paths.log(paths.SPLIT),
     conda:
         TRAINING_ENV
     resources:

@@ -3,14 +3,14 @@
 
 rule evaluate_test:
     input:
-        index="results/{study}/train/{task}/seed{seed}/checkpoints.json",
-        data="results/{study}/data/{task}/seed{seed}/test.safetensors",
+        index=paths.CHECKPOINTS,
+        data=paths.of(paths.SPLIT, split="test"),
     output:
-        "results/{study}/eval/{task}/seed{seed}/test.csv",
+        paths.TEST_ACCURACY,
     log:
-        "logs/{study}/eval/{task}/seed{seed}/test.log",
+        paths.log(paths.TEST_ACCURACY),
     benchmark:
-        "results/{study}/benchmarks/evaluate_test/{task}-seed{seed}.tsv"
+        "results/{study}/benchmarks/evaluate_test/{variant}/{task}-seed{seed}.tsv"
     conda:
         TRAINING_ENV
     threads: config["threads"]

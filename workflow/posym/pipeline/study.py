@@ -7,15 +7,14 @@ workflow generates the notebook rules and the ``snakemake --report`` entries, an
 checklist, its sections and its manifest (:func:`Study.plan`). The format is checked against
 ``workflow/schemas/study.schema.yaml`` when a study is loaded.
 
-The core reads the folder; it imports a study's package only for a notebook input that names one of the study's
-own run sets (``run_sets`` in the package: paper A's fidelity study), which only the study's code can list.
+The core reads the folder, and a study's run grid from its package's light ``variants`` module
+(posym.pipeline.variants), which alone knows the study's variants and run sets.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import yaml
 from jsonschema import Draft7Validator
 
 from posym import registry
+from posym.pipeline import paths, variants
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "study.schema.yaml"
 RESULTS = "results"
@@ -351,30 +351,22 @@ class Study:
 
     # ----------------------------------------------------------------------------------------------- inputs
 
-    def runs(self, config: dict) -> list[dict]:
-        """Every run the study's section trains, task-major: (task, seed) pairs, or, for a study that trains
-        variants of its model (a ``runs`` mapping of task → variant names), (task, variant, seed) in that order."""
-        section = config[self.id]
-        tasks, seeds = section.get("tasks", []), section.get("seeds", [])
-        if "runs" in section:
-            return [{"task": t, "variant": v, "seed": s} for t in tasks for v in section["runs"].get(t, []) for s in seeds]
-        return [{"task": t, "seed": s} for t, s in itertools.product(tasks, seeds)]
+    def grid(self, config: dict) -> variants.RunGrid:
+        """The study's run grid (posym.pipeline.variants): its variants and run sets."""
+        return variants.run_grid(self.id, config[self.id])
 
-    def run_set(self, name: str, config: dict) -> list[dict]:
-        """The runs of a named set of the study's own (its package's ``run_sets(section)``: paper A's fidelity
-        study), each a mapping of wildcard to value, in the order a notebook reads them."""
-        return registry.study_module(self.id).run_sets(config[self.id])[name]
+    def runs(self, config: dict, run_set: str = variants.OWN) -> list[dict]:
+        """The runs of a run set (the study's own by default), each a mapping of wildcard to value (and the labels
+        a notebook shows beside them), in the order a notebook reads them."""
+        return self.grid(config).runs(run_set)
 
-    def expand(self, pattern: str, config: dict, runs: str | None = None) -> list[str] | str:
-        """``results/<study>/<pattern>``: one path per run of the run set ``runs`` (:meth:`run_set`) when one is
-        named; else one path per run when it names {task} and {seed} (and {variant}), each once, one per seed when
-        it names {seed} only, else a single path."""
-        path = self.results(pattern)
-        if runs is not None:
-            return list(dict.fromkeys(path.format(**run) for run in self.run_set(runs, config)))
-        if "{task}" in pattern:
-            return list(dict.fromkeys(path.format(**run) for run in self.runs(config)))
-        if "{seed}" in pattern:
+    def expand(self, pattern: str, config: dict, runs: str = variants.OWN) -> list[str] | str:
+        """A study.yaml path (:func:`posym.pipeline.paths.study_path`): one path per run of the run set ``runs``
+        when it names {variant} or {task} (each once), one per seed when it names {seed} only, else a single path."""
+        path = paths.study_path(self.id, pattern)
+        if _per_run(path):
+            return list(dict.fromkeys(path.format(**run) for run in self.runs(config, runs)))
+        if "{seed}" in path:
             return [path.format(seed=s) for s in config[self.id].get("seeds", [])]
         return path
 
@@ -386,7 +378,7 @@ class Study:
             if isinstance(spec, str):
                 inputs[name] = self.expand(spec, config)
             elif "path" in spec and condition_holds(spec.get("when", {}), config[self.id]):
-                inputs[name] = self.expand(spec["path"], config, spec.get("runs"))
+                inputs[name] = self.expand(spec["path"], config, spec.get("runs", variants.OWN))
         return inputs
 
     def workflow_inputs(self, notebook: str, kind: str) -> list[str]:
@@ -412,14 +404,23 @@ class Study:
         return files
 
     def notebook_parameters(self, notebook: str, config: dict) -> dict:
-        """The config values a notebook is given: tasks and seeds (and the runs, in the order of the per-run
-        inputs, for a study that trains variants), and those its ``config`` list names."""
+        """The config values a notebook is given: tasks and seeds; for each run set its per-run inputs read, its
+        runs in the order of those inputs (``runs`` for the study's own, ``runs_<set>`` for another); and those
+        its ``config`` list names."""
         section = config[self.id]
         values = {key: section[key] for key in ("tasks", "seeds") if key in section}
-        if "runs" in section:
-            values["runs"] = self.runs(config)
+        for run_set in self._run_sets_read(notebook):
+            values[f"runs_{run_set}" if run_set else "runs"] = self.runs(config, run_set)
         values.update({key.split(".")[-1]: _lookup(section, key) for key in self.notebooks[notebook].config})
         return values
+
+    def _run_sets_read(self, notebook: str) -> list[str]:
+        sets = []
+        for spec in self.notebooks[notebook].inputs.values():
+            path, run_set = (spec, variants.OWN) if isinstance(spec, str) else (spec.get("path", ""), spec.get("runs", variants.OWN))
+            if _per_run(paths.study_path(self.id, path)) and run_set not in sets:
+                sets.append(run_set)
+        return sets
 
     # ------------------------------------------------------------------------------------------------ plan
 
@@ -450,6 +451,10 @@ class Study:
             ],
             "notebooks": [self.executed(nb.name) for nb in self.runnable(config)],
         }
+
+
+def _per_run(path: str) -> bool:
+    return "{variant}" in path or "{task}" in path
 
 
 @functools.cache

@@ -6,16 +6,10 @@ Modules: ``tasks/`` (Number, Letter), ``head_scores`` (positional / symbolic sco
 ``rope_frequency`` and ``rope_geometry`` (§A7: Table 1, Fig 4B/C, Fig 8, claim A-4), ``theory`` (§A9: Listing 1,
 Thm 3.1/3.2, Fig 4A, Fig 5A, claim A-6), ``length_generalisation`` (Fig 5B, discrepancy of trained heads, claim
 A-5), ``llm_probes`` and ``language_models`` (Fig 5C/D, Table 3, claim A-7), ``task_figures`` (Fig 1, Table 2),
-``compute`` and ``wall_times`` (Table 4), ``paper`` (the published values), ``fidelity`` (the factor study of why
-our models differ), ``config_checks``, ``cli`` (``posym a ...``).
+``compute`` and ``wall_times`` (Table 4), ``paper`` (the published values), ``variants`` (the run grid) and
+``fidelity`` (the factor study of why our models differ), ``config_checks``, ``cli`` (``posym a ...``).
 
 Claim A-k is judged by ``claim_ak`` of the module named with it, from its thresholds in the section's
 ``claims.ak`` (schema.yaml), which study.yaml hands to the notebook that judges it.
 """
 
-
-def run_sets(section: dict) -> dict[str, list[dict]]:
-    """The study's run sets besides its tasks x seeds (:meth:`posym.pipeline.study.Study.run_set`): the fidelity study's."""
-    from . import fidelity
-
-    return {"fidelity": fidelity.runs(section) if section.get("fidelity") else []}

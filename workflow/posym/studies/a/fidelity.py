@@ -8,33 +8,29 @@ Three choices in the authors' recipe are ambiguous or were misread (spec §A3), 
   per-device batch of 64 on three GPUs); the steps stay the config's, so the epochs follow from the batch;
 * ``final_checkpoint``: the last checkpoint, or the best on validation (their ``load_best_model_at_end``).
 
-``a.fidelity`` lists the levels of each factor; the study trains every (embd_pdrop, batch_size) *recipe* for every
-task and ``fidelity.seeds`` seed, and analyses each training once per final-checkpoint choice (choosing costs no
-training). :func:`verdicts` runs claims A-2 to A-5 on every variant with the study's own claim code, and
-:func:`factor_effects` says, check by check, which factor moves the verdict.
+``a.fidelity`` lists the levels of each factor; each combination is a variant of paper A's run grid
+(posym.studies.a.variants), trained for every task and ``fidelity.seeds`` seed with paper A's own rules; the
+choices of one (embd_pdrop, batch_size) *recipe* share its training (choosing costs none). :func:`verdicts` runs
+claims A-2 to A-5 on every variant with the study's own claim code, and :func:`factor_effects` says, check by
+check, which factor moves the verdict.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pandas as pd
 
 from posym.pipeline import claims
-from posym.training.packs import train_outputs_options
 
 from . import head_dynamics, length_generalisation, rope_frequency, training_curves
+from .variants import recipe_name
 
 #: The factors, in the order a variant's name lists them.
 FACTORS = ("embd_pdrop", "batch_size", "final_checkpoint")
 #: The claims the study compares, and the kind of table each is computed from.
 CLAIMS = ("A-2", "A-3", "A-4", "A-5")
-
-
-def recipe_name(embd_pdrop: float, batch_size: int) -> str:
-    return f"pdrop{embd_pdrop:g}-batch{batch_size}"
 
 
 def recipes(section: dict) -> dict[str, dict]:
@@ -44,56 +40,6 @@ def recipes(section: dict) -> dict[str, dict]:
         recipe_name(p, b): {"embd_pdrop": p, "batch_size": b}
         for p, b in itertools.product(fidelity["embd_pdrop"], fidelity["batch_size"])
     }
-
-
-def recipe_settings(section: dict, recipe: str) -> str:
-    """The model and train settings of a recipe (paper A's under its factor levels), as ``posym train`` takes them."""
-    levels = recipes(section)[recipe]
-    model = {**section["model"], "embd_pdrop": levels["embd_pdrop"]}
-    train = {**section["train"], "batch_size": levels["batch_size"]}
-    return json.dumps({"model": model, "train": train}, sort_keys=True)
-
-
-def recipe_train(section: dict, recipe: str) -> dict:
-    """The train settings of a recipe (what decides how its seeds are packed)."""
-    return json.loads(recipe_settings(section, recipe))["train"]
-
-
-def recipe_gpus(section: dict, recipe: str) -> int:
-    """A recipe's training job asks for a GPU unless it trains on the CPU."""
-    return int(recipe_train(section, recipe)["device"] != "cpu")
-
-
-def validation_input(pattern: str):
-    """An input function: the validation split (``pattern`` of the job's wildcards) a run's tables need; only the
-    best_validation choice (wildcard ``choice``) reads it."""
-
-    def split(wildcards) -> list[str] | str:
-        return pattern.format(**wildcards) if wildcards.choice == "best_validation" else []
-
-    return split
-
-
-def final_options(section: dict, pattern: str):
-    """A params function: ``posym train-outputs`` options of the job's final-checkpoint choice (wildcard ``choice``;
-    best_validation compares at paper A's final_checkpoint.validation_every, on the split ``pattern`` names)."""
-
-    def options(wildcards) -> str:
-        return train_outputs_options(wildcards.choice, section["final_checkpoint"]["validation_every"], pattern.format(**wildcards))
-
-    return options
-
-
-def runs(section: dict) -> list[dict]:
-    """Every analysed run: recipe, choice, task and seed (recipe-major), as the notebook's inputs are ordered."""
-    fidelity = section["fidelity"]
-    return [
-        {"recipe": r, "choice": c, "task": t, "seed": s}
-        for r in recipes(section)
-        for c in fidelity["final_checkpoint"]
-        for t in section["tasks"]
-        for s in fidelity["seeds"]
-    ]
 
 
 def variant_levels(recipe: str, choice: str, section: dict) -> dict:

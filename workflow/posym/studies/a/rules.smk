@@ -2,14 +2,15 @@
 # scores at every checkpoint (§A6), information flow (§A8), RoPE frequency use and geometry (§A7), the theory
 # (§A9), the discrepancy of trained heads, and the LLM probes (§A10.2). Data, training and the test evaluation
 # are the core's rules (workflow/rules/); the notebooks come from study.yaml. Every job reads the final checkpoint
-# of a run or nothing trained; its settings are params, its package code is not an input (edits to it do not
+# of a run of the study's grid ({variant}/{task}/seed{seed}: the plain run, main, and the fidelity study's
+# variants) or nothing trained; its settings are params, its package code is not an input (edits to it do not
 # rerun it: use --forcerun).
 
 from posym.studies.a import llm_probes
 
 A = "results/a"
-A_INDEX = f"{A}/train/{{task}}/seed{{seed}}/checkpoints.json"
-A_TEST = f"{A}/data/{{task}}/seed{{seed}}/test.safetensors"
+A_INDEX = paths.of(paths.CHECKPOINTS, study="a")
+A_TEST = paths.of(paths.SPLIT, study="a", split="test")
 A_LENGTH = f"{A}/data/{{task}}/seed{{seed}}/length.safetensors"
 
 
@@ -36,11 +37,11 @@ use rule evaluate_test as a_evaluate_length with:
         index=A_INDEX,
         data=A_LENGTH,
     output:
-        f"{A}/eval/{{task}}/seed{{seed}}/length.csv",
+        f"{A}/eval/{paths.RUN}/length.csv",
     log:
-        "logs/a/eval/{task}/seed{seed}/length.log",
+        "logs/a/eval/{variant}/{task}/seed{seed}/length.log",
     benchmark:
-        f"{A}/benchmarks/evaluate_length/{{task}}-seed{{seed}}.tsv"
+        f"{A}/benchmarks/evaluate_length/{{variant}}/{{task}}-seed{{seed}}.tsv"
     resources:
         **job_resources(mem_mb=4000, minutes=60),
 
@@ -51,12 +52,12 @@ rule a_scores:
         index=A_INDEX,
         data=A_TEST,
     output:
-        scores=f"{A}/scores/{{task}}/seed{{seed}}/scores.csv",
-        purity=f"{A}/scores/{{task}}/seed{{seed}}/purity.csv",
+        scores=f"{A}/scores/{paths.RUN}/scores.csv",
+        purity=f"{A}/scores/{paths.RUN}/purity.csv",
     log:
-        "logs/a/scores/{task}/seed{seed}.log",
+        "logs/a/scores/{variant}/{task}/seed{seed}.log",
     benchmark:
-        f"{A}/benchmarks/scores/{{task}}-seed{{seed}}.tsv"
+        f"{A}/benchmarks/scores/{{variant}}/{{task}}-seed{{seed}}.tsv"
     conda:
         TRAINING_ENV
     threads: config["threads"]
@@ -73,11 +74,11 @@ rule a_frequency:
         index=A_INDEX,
         data=A_TEST,
     output:
-        f"{A}/analysis/{{task}}/seed{{seed}}/frequency.csv",
+        f"{A}/analysis/{paths.RUN}/frequency.csv",
     log:
-        "logs/a/analysis/{task}/seed{seed}/frequency.log",
+        "logs/a/analysis/{variant}/{task}/seed{seed}/frequency.log",
     benchmark:
-        f"{A}/benchmarks/frequency/{{task}}-seed{{seed}}.tsv"
+        f"{A}/benchmarks/frequency/{{variant}}/{{task}}-seed{{seed}}.tsv"
     conda:
         TRAINING_ENV
     threads: config["threads"]
@@ -94,11 +95,11 @@ rule a_discrepancy:
         index=A_INDEX,
         data=A_LENGTH,
     output:
-        f"{A}/analysis/{{task}}/seed{{seed}}/discrepancy.csv",
+        f"{A}/analysis/{paths.RUN}/discrepancy.csv",
     log:
-        "logs/a/analysis/{task}/seed{seed}/discrepancy.log",
+        "logs/a/analysis/{variant}/{task}/seed{seed}/discrepancy.log",
     benchmark:
-        f"{A}/benchmarks/discrepancy/{{task}}-seed{{seed}}.tsv"
+        f"{A}/benchmarks/discrepancy/{{variant}}/{{task}}-seed{{seed}}.tsv"
     conda:
         TRAINING_ENV
     threads: config["threads"]
@@ -112,15 +113,15 @@ rule a_discrepancy:
 
 rule a_geometry:
     input:
-        index=f"{A}/train/number/seed{{seed}}/checkpoints.json",
-        data=f"{A}/data/number/seed{{seed}}/test.safetensors",
-        frequency=f"{A}/analysis/number/seed{{seed}}/frequency.csv",
+        index=paths.of(paths.CHECKPOINTS, study="a", task="number"),
+        data=paths.of(paths.SPLIT, study="a", task="number", split="test"),
+        frequency=f"{A}/analysis/{{variant}}/number/seed{{seed}}/frequency.csv",
     output:
-        f"{A}/analysis/number/seed{{seed}}/geometry.csv",
+        f"{A}/analysis/{{variant}}/number/seed{{seed}}/geometry.csv",
     log:
-        "logs/a/analysis/number/seed{seed}/geometry.log",
+        "logs/a/analysis/{variant}/number/seed{seed}/geometry.log",
     benchmark:
-        f"{A}/benchmarks/geometry/number-seed{{seed}}.tsv"
+        f"{A}/benchmarks/geometry/{{variant}}/number-seed{{seed}}.tsv"
     conda:
         TRAINING_ENV
     threads: config["threads"]
@@ -136,10 +137,10 @@ rule a_flow:
     input:
         index=A_INDEX,
     output:
-        grid=f"{A}/flow/{{task}}/seed{{seed}}/flow.csv",
-        summary=f"{A}/flow/{{task}}/seed{{seed}}/flow.json",
+        grid=f"{A}/flow/{paths.RUN}/flow.csv",
+        summary=f"{A}/flow/{paths.RUN}/flow.json",
     log:
-        "logs/a/flow/{task}/seed{seed}.log",
+        "logs/a/flow/{variant}/{task}/seed{seed}.log",
     conda:
         TRAINING_ENV
     threads: 1
@@ -223,6 +224,3 @@ rule a_llm_gather:
         **posym("a llm-gather"),
     shell:
         JOB
-
-
-include: "fidelity.smk"

@@ -12,8 +12,8 @@ COLUMNS = ["rule", "stage", "task", "seed", "seeds", "seconds"]
 
 
 def read_benchmarks(paths: Iterable[str | Path], stages: Mapping[str, str] = {}) -> pd.DataFrame:
-    """Wall seconds of benchmark files named ``<rule>/<task>-seed<seed>.tsv`` or ``<rule>.tsv`` (in a folder named
-    ``benchmarks``); ``stages`` groups rules into the stages of a compute table (a rule not named is its own).
+    """Wall seconds of benchmark files named ``<rule>/<variant>/<task>-seed<seed>.tsv`` or ``<rule>.tsv`` (in a
+    folder named ``benchmarks``); ``stages`` groups rules into the stages of a compute table (a rule not named is its own).
 
     A job that trains several seeds packed into one model is named by all of them, ``<rule>/<task>-seed0+1+2.tsv``:
     its ``seed`` is "0+1+2" and ``seeds`` (the seeds its time covers) 3; a job of one seed has ``seeds`` 1, a job
@@ -25,7 +25,7 @@ def read_benchmarks(paths: Iterable[str | Path], stages: Mapping[str, str] = {})
         if path.parent.name == "benchmarks":
             rule, task, seed, seeds = path.stem, "all", None, pd.NA
         else:
-            rule = path.parent.name
+            rule = path.parts[path.parts.index("benchmarks") + 1]
             task, _, seed = path.stem.rpartition("-seed")
             seeds = len(seed.split("+"))
         rows.append({"rule": rule, "stage": stages.get(rule, rule), "task": task, "seed": seed, "seeds": seeds, "seconds": seconds})

@@ -11,16 +11,16 @@ if "a" in config["studies"]:
 
     rule c_our_heads:
         input:
-            index="results/a/train/{task}/seed{seed}/checkpoints.json",
-            scores="results/a/scores/{task}/seed{seed}/scores.csv",
-            purity="results/a/scores/{task}/seed{seed}/purity.csv",
-            data="results/a/data/{task}/seed{seed}/test.safetensors",
+            index=paths.of(paths.CHECKPOINTS, study="a", variant=variants.MAIN),
+            scores=f"results/a/scores/{variants.MAIN}/{{task}}/seed{{seed}}/scores.csv",
+            purity=f"results/a/scores/{variants.MAIN}/{{task}}/seed{{seed}}/purity.csv",
+            data=paths.of(paths.SPLIT, study="a", split="test"),
         output:
             f"{C_OUR_HEADS}/a/{{task}}/seed{{seed}}.csv",
         log:
             "logs/c/our_heads/a/{task}/seed{seed}.log",
         benchmark:
-            f"{C}/benchmarks/our_heads/a-{{task}}-seed{{seed}}.tsv"
+            f"{C}/benchmarks/our_heads/a/{{task}}-seed{{seed}}.tsv"
         conda:
             TRAINING_ENV
         threads: 1
@@ -51,27 +51,26 @@ if "a" in config["studies"]:
 
 
 if "b" in config["studies"]:
-    # paper B's runs of standard attention (a variant's model settings over the section's), in its study's order
+    # paper B's runs of standard attention, in its study's order
     C_B_RUNS = [
         run
-        for run in posym_study.load("b").runs(config)
-        if {
-            **config["b"]["model"],
-            **config["b"]["variants"][run["variant"]].get("model", {}),
-        }["attention"]
+        for run in GRIDS["b"].runs()
+        if variants.resolve(config["b"], GRIDS["b"].variants[run["variant"]])["model"][
+            "attention"
+        ]
         == "standard"
     ]
 
     rule c_our_heads_b:
         input:
-            index="results/b/train/{variant}/{task}/seed{seed}/checkpoints.json",
-            ablation="results/b/ablation/{variant}/{task}/seed{seed}/heads.csv",
+            index=paths.of(paths.CHECKPOINTS, study="b"),
+            ablation=f"results/b/ablation/{paths.RUN}/heads.csv",
         output:
             f"{C_OUR_HEADS}/b/{{variant}}/{{task}}/seed{{seed}}.csv",
         log:
             "logs/c/our_heads/b/{variant}/{task}/seed{seed}.log",
         benchmark:
-            f"{C}/benchmarks/our_heads/b-{{variant}}-{{task}}-seed{{seed}}.tsv"
+            f"{C}/benchmarks/our_heads/b/{{variant}}/{{task}}-seed{{seed}}.tsv"
         conda:
             TRAINING_ENV
         threads: 1

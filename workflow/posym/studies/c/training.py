@@ -36,12 +36,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from posym.training import checkpoints as ckpt
-from posym.studies.c import qk_fingerprint as qk
 from posym.nn.precision import autocast
+from posym.pipeline import variants
+from posym.studies.c import qk_fingerprint as qk
+from posym.training import checkpoints as ckpt
 from posym.training.trainer import Trainer
 
 from .architecture import AttentionOnly, model_config
+from .variants import arm_overrides
 
 log = logging.getLogger("posym.c.training")
 
@@ -136,9 +138,10 @@ def penalties(model: AttentionOnly) -> dict[str, torch.Tensor]:
 
 
 def arm_model_settings(training: Mapping, arm: str) -> dict:
-    """The model settings of an arm: ``training.model`` with the arm's position scheme and the sequence length."""
-    spec = training["arms"][arm]
-    return {**training["model"], "position": spec["position"], "max_len": training["task"]["length"]}
+    """The model settings of an arm (its variant of ``training``: posym.studies.c.variants), at the task's
+    sequence length."""
+    model = variants.resolve(training, arm_overrides(training["arms"][arm]))["model"]
+    return {**model, "max_len": training["task"]["length"]}
 
 
 def arm_fingerprint(training: Mapping, arm: str, seed: int) -> str:

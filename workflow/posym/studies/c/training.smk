@@ -1,10 +1,11 @@
-# Paper C's constrained training (claim C-4, spec §C6): one job per arm of c.training.run, which trains that arm's
+# Paper C's constrained training (claim C-4, spec §C6): one job per arm of c.training.run (a variant of paper C's
+# run grid, with its own objective, so not the core's split-backed train rule), which trains that arm's
 # seeds packed into one model (each seed stops c.training.train.stop_after_formation steps after it forms), and
 # one job that gathers every arm into Table 4, the pre-registered contrasts and C-4's checks. The seeds'
 # checkpoints live beside the arm's tables, not among the declared outputs, so an interrupted job resumes.
 # Imports nothing heavy: the training code (torch) loads in the job.
 C_TRAINING = f"{C}/training"
-C_ARMS = config["c"]["training"]["run"]
+C_ARMS = list(GRIDS["c"].variants)  # the arms run (posym.studies.c.variants)
 
 
 wildcard_constraints:
