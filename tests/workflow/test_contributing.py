@@ -173,4 +173,4 @@ def test_a_variant_grid_is_a_module_and_a_notebook_input(toy_run, tmp_path):
     assert shared["final"] == main["final"] and not (results / "train" / "lr0.003" / "first_token" / "seed0" / "checkpoints").exists()
     executed = json.loads((results / "notebooks" / "summary.ipynb").read_text())
     injected = "".join(next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))["source"])
-    assert "results/toy/eval/lr0.01/first_token/seed0/test.csv" in injected and 'runs_sweep = [{"variant": "lr0.003"' in injected
+    assert "results/toy/eval/lr0.01/first_token/seed0/test.csv" in injected and '"variant": "lr0.01"' in injected.split("runs_sweep = [")[1].split("]")[0]
