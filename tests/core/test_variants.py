@@ -27,7 +27,15 @@ def test_the_plain_run_is_the_variant_main_of_every_task_and_seed():
     grid = variants.plain({"tasks": ["number", "letter"], "seeds": [0, 3]})
     assert grid.variants == {variants.MAIN: {}}
     assert [(r["task"], r["seed"]) for r in grid.runs()] == [("number", 0), ("number", 3), ("letter", 0), ("letter", 3)]
-    assert variants.run_grid("c", {"training": {}}).runs() == []  # a study without tasks trains nothing here
+
+
+def test_paper_c_arms_are_variants_of_its_training_settings():
+    section = config.validate({"studies": ["c"]})["c"]
+    grid = variants.run_grid("c", section)
+    training = section["training"]
+    assert list(grid.variants) == training["run"] and len(grid.runs()) == len(training["run"]) * len(training["seeds"])
+    arm = training["run"][0]
+    assert variants.resolve(training, grid.variants[arm])["model"]["position"] == training["arms"][arm]["position"]
 
 
 def fidelity_section(**fidelity) -> dict:
