@@ -28,7 +28,7 @@ from torch import nn
 from posym.nn import positions as position_schemes
 from posym.nn.hf import HFGPTJLayout
 from posym.nn.packing import (
-    Hook, MemberDropout, attention, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
+    Hook, MemberDropout, attention, config_from_settings, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
 )
 from posym.nn.positions import PositionScheme
 
@@ -72,12 +72,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "ModelConfig":
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in values.items() if k not in RETIRED_SETTINGS}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown model settings: {sorted(unknown)}")
-        return cls(**values)
+        return config_from_settings(cls, {k: v for k, v in values.items() if k not in RETIRED_SETTINGS})
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -162,6 +162,15 @@ def stacked(members: int, *shape: int) -> nn.Parameter:
     return nn.Parameter(torch.empty(members, *shape))
 
 
+def config_from_settings(config_class, settings: Mapping, **fixed):
+    """A model's config dataclass from a study's ``model`` settings and the values the caller fixes (the
+    vocabulary size); a setting the class does not have is an error that names it."""
+    unknown = set(settings) - (set(config_class.__dataclass_fields__) - set(fixed))
+    if unknown:
+        raise ValueError(f"unknown model settings: {sorted(unknown)}")
+    return config_class(**fixed, **settings)
+
+
 def normal_initialise(model: nn.Module, seeds: list[int], std: float, scheme: nn.Module | None = None) -> None:
     """GPT-style initialisation of a packed model, one generator per member (so a member's weights do not depend
     on its pack): biases 0, LayerNorm gains (parameters named ``ln…``) 1, every other weight N(0, std²), drawn in

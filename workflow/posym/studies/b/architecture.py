@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posym.nn import positions as position_schemes
-from posym.nn.packing import Hook, MemberDropout, PackedByName, attention, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn.packing import Hook, MemberDropout, PackedByName, attention, config_from_settings, embed_members, layer_hook, stacked, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
@@ -305,8 +305,4 @@ class Encoder(PackedByName):
 
 def model_config(vocab_size: int, settings: Mapping) -> EncoderConfig:
     """The encoder's config from paper B's ``model`` settings."""
-    known = set(EncoderConfig.__dataclass_fields__) - {"vocab_size"}
-    unknown = set(settings) - known
-    if unknown:
-        raise ValueError(f"unknown model settings: {sorted(unknown)}")
-    return EncoderConfig(vocab_size=vocab_size, **settings)
+    return config_from_settings(EncoderConfig, settings, vocab_size=vocab_size)

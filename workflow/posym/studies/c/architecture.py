@@ -31,7 +31,7 @@ from torch import nn
 
 from posym.nn import positions as position_schemes
 from posym.nn.packing import (
-    Hook, PackedByName, attention, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
+    Hook, PackedByName, attention, config_from_settings, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
 )
 
 POSITIONS = ("learned", "rope_rotate_half", "nope")
@@ -161,8 +161,4 @@ class AttentionOnly(PackedByName):
 
 def model_config(vocab_size: int, settings: Mapping) -> AttentionOnlyConfig:
     """The toy model's config from paper C's ``training.model`` settings (and the arm's position scheme)."""
-    known = set(AttentionOnlyConfig.__dataclass_fields__) - {"vocab_size"}
-    unknown = set(settings) - known
-    if unknown:
-        raise ValueError(f"unknown model settings: {sorted(unknown)}")
-    return AttentionOnlyConfig(vocab_size=vocab_size, **settings)
+    return config_from_settings(AttentionOnlyConfig, settings, vocab_size=vocab_size)
