@@ -75,6 +75,11 @@ def test_what_does_not_apply_is_left_out_with_the_reason():
     assert "results/a/notebooks/frequency.ipynb" not in plan["notebooks"]
 
 
+def test_paper_a_names_the_files_its_rules_write_and_paper_c_reads():
+    assert study.load("a").resolve("a:scores") == "results/a/scores/{variant}/{task}/seed{seed}/scores.csv"
+    assert study.load("c").resolve("b:ablation") == "results/b/ablation/{variant}/{task}/seed{seed}/heads.csv"
+
+
 def test_inputs_expand_over_runs_and_follow_their_conditions():
     paper_a = study.load("a")
     two_seeds = config.validate({"a": {"seeds": [0, 3]}})
@@ -92,3 +97,19 @@ def test_inputs_expand_over_runs_and_follow_their_conditions():
     }
     assert paper_a.workflow_inputs("compute", "wall_times") == ["benchmarks"]
     assert paper_a.workflow_inputs("compute", "performance") == ["performance"]
+
+
+def test_named_paths_are_spelled_once_and_a_wrong_name_is_refused(studies_dir):
+    def name_it(table):
+        table["paths"] = {"final_copy": "copies/{run}/final.csv"}
+        table["notebooks"]["summary"]["inputs"]["copies"] = "toy:final_copy"
+
+    edit(studies_dir, name_it)
+    toy = study.Study("toy")
+    assert toy.path("final_copy") == "results/toy/copies/{variant}/{task}/seed{seed}/final.csv"
+    assert toy.resolve("toy:final_copy") == toy.path("final_copy")
+    with pytest.raises(study.StudyError, match="names no path 'final'"):
+        toy.path("final")
+    edit(studies_dir, lambda table: table["notebooks"]["summary"]["inputs"].update(copies="toy:finals"))
+    with pytest.raises(study.StudyError, match="input copies names 'toy:finals', which is not under paths"):
+        study.Study("toy")

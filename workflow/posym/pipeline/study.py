@@ -245,6 +245,7 @@ class Study:
             raise StudyError(f"{path}: " + "; ".join(f"{where(e)}: {e.message}" for e in errors))
         self.name, self.title, self.source = table["name"], table["title"], table["source"]
         self.provenance = table.get("provenance", {})
+        self.paths = table.get("paths", {})
         self.rules = self.folder / "rules.smk"
         self.notebooks = {
             name: Notebook(
@@ -290,6 +291,12 @@ class Study:
 
     def _check(self) -> None:
         problems = []
+        for name, spec in self.notebooks.items():
+            for parameter, value in spec.inputs.items():
+                reference = value if isinstance(value, str) else value.get("path", "")
+                owner, _, key = reference.partition(":")
+                if key and owner == self.id and key not in self.paths:
+                    problems.append(f"notebook {name}: input {parameter} names {reference!r}, which is not under paths")
         for row in [*self.items, *self.claims]:
             if row.notebook not in self.notebooks:
                 problems.append(f"{row.id}: no notebook {row.notebook!r} in notebooks")
@@ -360,10 +367,25 @@ class Study:
         a notebook shows beside them), in the order a notebook reads them."""
         return self.grid(config).runs(run_set)
 
+    def path(self, name: str) -> str:
+        """The pattern of one of the study's named files (study.yaml's ``paths``), as its rules and other studies
+        read it: ``load("a").path("scores")`` is ``results/a/scores/{variant}/{task}/seed{seed}/scores.csv``."""
+        if name not in self.paths:
+            raise StudyError(f"study {self.id} names no path {name!r} (its paths: {', '.join(self.paths)})")
+        return paths.study_path(self.id, self.paths[name])
+
+    def resolve(self, path: str) -> str:
+        """A study.yaml path as a pattern: ``<id>:<name>`` (a study's named path), ``core:<name>`` (the core's:
+        :data:`posym.pipeline.paths.NAMED`) or a path under the study's results folder."""
+        owner, _, name = path.partition(":")
+        if name and owner in registry.known():
+            return load(owner).path(name)
+        return paths.study_path(self.id, path)
+
     def expand(self, pattern: str, config: dict, runs: str = variants.OWN) -> list[str] | str:
-        """A study.yaml path (:func:`posym.pipeline.paths.study_path`): one path per run of the run set ``runs``
-        when it names {variant} or {task} (each once), one per seed when it names {seed} only, else a single path."""
-        path = paths.study_path(self.id, pattern)
+        """A study.yaml path (:meth:`resolve`): one path per run of the run set ``runs`` when it names {variant}
+        or {task} (each once), one per seed when it names {seed} only, else a single path."""
+        path = self.resolve(pattern)
         if _per_run(path):
             return list(dict.fromkeys(path.format(**run) for run in self.runs(config, runs)))
         if "{seed}" in path:
@@ -418,7 +440,7 @@ class Study:
         sets = []
         for spec in self.notebooks[notebook].inputs.values():
             path, run_set = (spec, variants.OWN) if isinstance(spec, str) else (spec.get("path", ""), spec.get("runs", variants.OWN))
-            if _per_run(paths.study_path(self.id, path)) and run_set not in sets:
+            if _per_run(self.resolve(path)) and run_set not in sets:
                 sets.append(run_set)
         return sets
 

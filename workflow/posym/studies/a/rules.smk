@@ -9,15 +9,16 @@
 from posym.studies.a import llm_probes
 
 A = "results/a"
+PAPER_A = posym_study.load("a")  # its named paths (study.yaml: paths)
 A_INDEX = paths.of(paths.CHECKPOINTS, study="a")
 A_TEST = paths.of(paths.SPLIT, study="a", split="test")
-A_LENGTH = f"{A}/data/{{task}}/seed{{seed}}/length.safetensors"
+A_LENGTH = PAPER_A.path("length_sets")
 
 
 rule a_length_sets:
     output:
         tensors=A_LENGTH,
-        meta=f"{A}/data/{{task}}/seed{{seed}}/length.json",
+        meta=PAPER_A.path("length_record"),
     log:
         "logs/a/data/{task}/seed{seed}/length.log",
     conda:
@@ -37,7 +38,7 @@ use rule evaluate_test as a_evaluate_length with:
         index=A_INDEX,
         data=A_LENGTH,
     output:
-        f"{A}/eval/{paths.RUN}/length.csv",
+        PAPER_A.path("length_accuracy"),
     log:
         "logs/a/eval/{variant}/{task}/seed{seed}/length.log",
     benchmark:
@@ -52,8 +53,8 @@ rule a_scores:
         index=A_INDEX,
         data=A_TEST,
     output:
-        scores=f"{A}/scores/{paths.RUN}/scores.csv",
-        purity=f"{A}/scores/{paths.RUN}/purity.csv",
+        scores=PAPER_A.path("scores"),
+        purity=PAPER_A.path("purity"),
     log:
         "logs/a/scores/{variant}/{task}/seed{seed}.log",
     benchmark:
@@ -74,7 +75,7 @@ rule a_frequency:
         index=A_INDEX,
         data=A_TEST,
     output:
-        f"{A}/analysis/{paths.RUN}/frequency.csv",
+        PAPER_A.path("frequency"),
     log:
         "logs/a/analysis/{variant}/{task}/seed{seed}/frequency.log",
     benchmark:
@@ -95,7 +96,7 @@ rule a_discrepancy:
         index=A_INDEX,
         data=A_LENGTH,
     output:
-        f"{A}/analysis/{paths.RUN}/discrepancy.csv",
+        PAPER_A.path("discrepancy"),
     log:
         "logs/a/analysis/{variant}/{task}/seed{seed}/discrepancy.log",
     benchmark:
@@ -115,9 +116,9 @@ rule a_geometry:
     input:
         index=paths.of(paths.CHECKPOINTS, study="a", task="number"),
         data=paths.of(paths.SPLIT, study="a", task="number", split="test"),
-        frequency=f"{A}/analysis/{{variant}}/number/seed{{seed}}/frequency.csv",
+        frequency=paths.of(PAPER_A.path("frequency"), task="number"),
     output:
-        f"{A}/analysis/{{variant}}/number/seed{{seed}}/geometry.csv",
+        PAPER_A.path("geometry"),
     log:
         "logs/a/analysis/{variant}/number/seed{seed}/geometry.log",
     benchmark:
@@ -137,8 +138,8 @@ rule a_flow:
     input:
         index=A_INDEX,
     output:
-        grid=f"{A}/flow/{paths.RUN}/flow.csv",
-        summary=f"{A}/flow/{paths.RUN}/flow.json",
+        grid=PAPER_A.path("flow_grid"),
+        summary=PAPER_A.path("flow_summary"),
     log:
         "logs/a/flow/{variant}/{task}/seed{seed}.log",
     conda:
@@ -154,8 +155,8 @@ rule a_flow:
 
 rule a_theory:
     output:
-        discrepancy=f"{A}/analysis/theory/discrepancy.csv",
-        exactness=f"{A}/analysis/theory/exactness.csv",
+        discrepancy=PAPER_A.path("theory_discrepancy"),
+        exactness=PAPER_A.path("theory_exactness"),
     log:
         "logs/a/analysis/theory.log",
     benchmark:
@@ -178,11 +179,14 @@ except ValueError as err:
 
 
 # One job per model of llm.model (or the endpoint model).
+A_LLM_ITEMS = f"{A}/llm/models/{{llm}}/items.csv"
+
+
 rule a_llm_probe:
     input:
         model=by_wildcard("llm", llm_probes.probe_input, A_LLM),
     output:
-        probe_items=f"{A}/llm/models/{{llm}}/items.csv",
+        probe_items=A_LLM_ITEMS,
         probe_summary=f"{A}/llm/models/{{llm}}/summary.csv",
     log:
         "logs/a/llm/{llm}.log",
@@ -210,10 +214,10 @@ rule a_llm_probe:
 # Exists only when llm.model or llm.endpoint_model is set; the notebook draws the paper's values either way.
 rule a_llm_gather:
     input:
-        probe_items=expand(f"{A}/llm/models/{{llm}}/items.csv", llm=A_LLM),
+        probe_items=expand(A_LLM_ITEMS, llm=A_LLM),
     output:
-        probe_items=f"{A}/llm/items.csv",
-        probe_summary=f"{A}/llm/summary.csv",
+        probe_items=PAPER_A.path("probe_items"),
+        probe_summary=PAPER_A.path("probe_summary"),
     log:
         "logs/a/llm/gather.log",
     localrule: True

@@ -7,9 +7,11 @@ B = "results/b"
 B_INDEX = paths.of(paths.CHECKPOINTS, study="b")
 B_TRAIN = paths.of(paths.SPLIT, study="b", split="train")
 B_TEST = paths.of(paths.SPLIT, study="b", split="test")
-B_ABLATION = f"{B}/ablation/{paths.RUN}/heads.csv"
-B_TOEPLITZ = f"{B}/analysis/{paths.RUN}/toeplitz.csv"
-B_PROBE = f"{B}/analysis/{paths.RUN}/probe.csv"
+B_ABLATION = posym_study.load("b").path(
+    "ablation"
+)  # its named paths (study.yaml: paths)
+B_TOEPLITZ = posym_study.load("b").path("toeplitz")
+B_PROBE = posym_study.load("b").path("probe")
 
 
 rule b_ablation:

@@ -12,8 +12,8 @@ if "a" in config["studies"]:
     rule c_our_heads:
         input:
             index=paths.of(paths.CHECKPOINTS, study="a", variant=variants.MAIN),
-            scores=f"results/a/scores/{variants.MAIN}/{{task}}/seed{{seed}}/scores.csv",
-            purity=f"results/a/scores/{variants.MAIN}/{{task}}/seed{{seed}}/purity.csv",
+            scores=paths.of(posym_study.load("a").path("scores"), variant=variants.MAIN),
+            purity=paths.of(posym_study.load("a").path("purity"), variant=variants.MAIN),
             data=paths.of(paths.SPLIT, study="a", split="test"),
         output:
             f"{C_OUR_HEADS}/a/{{task}}/seed{{seed}}.csv",
@@ -64,7 +64,7 @@ if "b" in config["studies"]:
     rule c_our_heads_b:
         input:
             index=paths.of(paths.CHECKPOINTS, study="b"),
-            ablation=f"results/b/ablation/{paths.RUN}/heads.csv",
+            ablation=posym_study.load("b").path("ablation"),
         output:
             f"{C_OUR_HEADS}/b/{{variant}}/{{task}}/seed{{seed}}.csv",
         log:
