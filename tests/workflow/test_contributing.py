@@ -174,3 +174,72 @@ def test_a_variant_grid_is_a_module_and_a_notebook_input(toy_run, tmp_path):
     executed = json.loads((results / "notebooks" / "summary.ipynb").read_text())
     injected = "".join(next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))["source"])
     assert "results/toy/eval/lr0.01/first_token/seed0/test.csv" in injected and '"variant": "lr0.01"' in injected.split("runs_sweep = [")[1].split("]")[0]
+
+
+#: CONTRIBUTING's "Add an analysis job": the toy study's jobs table, the command's function, its rule.
+TOY_JOBS = '''"""The toy study's commands."""
+
+from posym.pipeline.jobs import File, Job
+
+JOBS = (
+    Job(
+        "answers",
+        "how often each answer token is the label of the run's test split",
+        "posym.studies.toy.cli:cmd_answers",
+        inputs={"data": File("the run's test split")},
+        out="the table to write (.csv)",
+    ),
+)
+'''
+TOY_CLI = '''"""The toy study's command functions."""
+
+import pandas as pd
+
+from posym.data import datasets
+from posym.data.files import write_csv
+
+
+def cmd_answers(args):
+    labels = pd.Series(datasets.load_split(args.data).labels)
+    write_csv(args.out, labels.value_counts().sort_index().rename_axis("label").reset_index(name="count"))
+'''
+TOY_RULE = '''
+
+rule toy_answers:
+    input:
+        data=paths.of(paths.SPLIT, study="toy", split="test"),
+    output:
+        posym_study.load("toy").path("answers"),
+    log:
+        "logs/toy/answers/{task}/seed{seed}.log",
+    params:
+        **posym("toy answers"),
+    shell:
+        JOB
+'''
+
+
+def test_an_analysis_job_is_one_table_entry_and_its_function(toy_run, tmp_path):
+    workdir = copy_of(toy_run, tmp_path)
+    study = workdir / "workflow" / "posym" / "studies" / "toy"
+    (study / "jobs.py").write_text(TOY_JOBS)
+    (study / "cli.py").write_text(TOY_CLI)
+    with open(study / "rules.smk", "a") as rules:
+        rules.write(TOY_RULE)
+    table = yaml.safe_load((study / "study.yaml").read_text())
+    table["paths"] = {"answers": "answers/{task}/seed{seed}.csv"}
+    table["notebooks"]["summary"]["inputs"]["answers"] = "toy:answers"
+    (study / "study.yaml").write_text(yaml.safe_dump(table, sort_keys=False, allow_unicode=True))
+    commit(workdir)
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=toy_config(workdir)))
+    assert jobs["toy_answers"] == 1 and "train" not in jobs  # the new job and what reads it, nothing trained again
+    snakemake(workdir, configfiles=toy_config(workdir))
+    counts = (workdir / "results" / "toy" / "answers" / "first_token" / "seed0.csv").read_text().splitlines()
+    assert counts[0] == "label,count" and len(counts) > 2
+    # the command's parser comes from the same entry: a rule that gives it another input stops the dry run
+    with open(study / "rules.smk", "a") as rules:
+        rules.write(TOY_RULE.replace("rule toy_answers", "rule toy_answers_again").replace('data=', 'split=').replace("answers/{task}", "again/{task}").replace('posym_study.load("toy").path("answers")', '"results/toy/again/{task}/seed{seed}.csv"'))
+    table["notebooks"]["summary"]["inputs"]["again"] = "again/{task}/seed{seed}.csv"
+    (study / "study.yaml").write_text(yaml.safe_dump(table, sort_keys=False, allow_unicode=True))
+    result = snakemake(workdir, "-n", configfiles=toy_config(workdir), check=False)
+    assert result.returncode != 0 and "posym toy answers: the rule gives input --split, which the command does not take" in result.stdout + result.stderr

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from posym import registry
+from posym.pipeline import jobs
 from posym.pipeline.config import add_settings_arguments, command_settings
 
 log = logging.getLogger("posym")
@@ -246,12 +247,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train_outputs)
 
-    s = sub.add_parser("evaluate", help="accuracy of a run's final checkpoint on stored sets")
-    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
-    s.add_argument("--data", type=Path, required=True)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--threads", type=int)
-    s.set_defaults(func=cmd_evaluate)
+    jobs.add_commands(sub, jobs.CORE)  # the core commands rules run through the jobs tables (posym evaluate)
 
     s = sub.add_parser("notebook", help="execute a notebook with papermill")
     s.add_argument("notebook", type=Path)
@@ -280,12 +276,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_convert_model)
 
-    for study_id in registry.known():  # a study's own commands, when it has any (its cli.py)
-        module = registry.study_module(study_id, "cli")
-        if module is None:
+    for study_id in registry.known():  # a study's own commands, when it has any (its jobs.py)
+        table = registry.study_module(study_id, "jobs")
+        if table is None:
             continue
         commands = sub.add_parser(study_id, help=f"{study.load(study_id).name}'s data and analyses (posym {study_id} --help)")
-        module.add_commands(commands.add_subparsers(dest="study_command", required=True))
+        jobs.add_commands(commands.add_subparsers(dest="study_command", required=True), table.JOBS)
     return p
 
 

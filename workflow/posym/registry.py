@@ -1,8 +1,8 @@
 """Where studies are found: the bottom of posym's layers, so that any layer can look a study up by its id.
 
 A study is a folder ``posym/studies/<id>/`` with a ``study.yaml``. The core never imports a study by name; it asks
-here for the study's ids, its folder, or one of its optional modules (``architecture``, ``cli``, ``config_checks``,
-its ``tasks`` package), which exist only where the study has them.
+here for the study's ids, its folder, or one of its optional modules (``architecture``, ``jobs``, ``cli``,
+``config_checks``, its ``tasks`` package), which exist only where the study has them.
 """
 
 from __future__ import annotations

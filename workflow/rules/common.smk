@@ -5,6 +5,7 @@ import os
 import shlex
 
 from posym.pipeline import config as posym_config
+from posym.pipeline import jobs as posym_jobs
 from posym.pipeline import paths
 from posym.pipeline import study as posym_study
 from posym.pipeline import variants
@@ -33,17 +34,6 @@ PERFORMANCE = sorted(
 # The pip sections of envs/*.yaml install posym from here (`-e ${POSYM_REPO}`): Snakemake copies an env
 # file to .snakemake/conda/ before creating it, so a path relative to the file would point there.
 os.environ.update(POSYM_REPO=REPO)
-
-
-def section(study, *keys, omit=()):
-    """A study's settings under ``keys``, as the JSON a ``posym`` command takes with --settings. ``omit``: names
-    left out of those settings (of the ones that are mappings), settings the job does not read, so that an edit
-    of them reruns none of its jobs (the schema's defaults fill them in the command)."""
-    chosen = {key: config[study][key] for key in keys}
-    for key, value in chosen.items():
-        if isinstance(value, dict):
-            chosen[key] = {name: v for name, v in value.items() if name not in omit}
-    return json.dumps(chosen, sort_keys=True)
 
 
 def variant_overrides(wildcards):
@@ -94,44 +84,12 @@ def output_dir(wildcards, output):
     return os.path.dirname(output[0])
 
 
-def posym(command, *, settings=(), wildcards=(), omit=()):
-    """The params of a job that runs ``posym <command>`` (``JOB``), as a dict for ``params: **posym(...)``.
-
-    ``job``: the command, ``--<name>`` for each named input and ``--out-<name>`` for each named output (``--out``
-    for a single unnamed one) and ``--<name>`` for the named ``wildcards``. ``settings``: the keys of the study's
-    section the command reads, as its --settings (``("a", "scores")``: the ``a.scores`` section). The settings are
-    a param of their own, the one Snakemake compares between runs (a param computed from the job's files is not),
-    so an edit of a setting reruns exactly the jobs that read it; ``omit`` leaves out settings within them that the
-    job does not read (:func:`section`). Every such rule's shell is then the same.
+def posym(command, *, omit=()):
+    """The params of a job that runs ``posym <command>`` (``JOB``), from the command's entry in its study's jobs
+    table (posym.pipeline.jobs): for ``params: **posym("a scores")``. ``omit`` leaves out settings the job does
+    not read (posym.pipeline.jobs.rule_params), so that editing them reruns none of its jobs.
     """
-
-    def job(wildcards_, input, output):
-        words = command.split()
-        for name, value in input.items():
-            if not value:  # an input a job goes without (an empty list)
-                continue
-            words += [
-                f"--{name.replace('_', '-')}",
-                *([value] if isinstance(value, str) else value),
-            ]
-        named = list(output.items())
-        for name, value in named:
-            words += [f"--out-{name.replace('_', '-')}", value]
-        if not named:
-            words += ["--out", *output]
-        for name in wildcards:
-            words += [f"--{name}", getattr(wildcards_, name)]
-        return shlex.join(map(str, words))
-
-    study, *keys = settings or (None,)
-    return {
-        "job": job,
-        "settings": (
-            shlex.join(["--settings", section(study, *keys, omit=omit)])
-            if settings
-            else ""
-        ),
-    }
+    return posym_jobs.rule_params(config, command, omit=omit)
 
 
 JOB = "posym {params.job} {params.settings} --threads {threads} > {log} 2>&1"

@@ -1,4 +1,5 @@
-"""Paper A's commands (``posym a <command>``): its data and analyses, one per job of the study's rules.
+"""Paper A's commands (``posym a <command>``): its data and analyses, one per job of the study's rules; their
+flags are those of the study's jobs table (``jobs.py``).
 
 Each command reads its settings from the ``a`` section of the configuration: the rules pass them with
 ``--settings``, people with ``--config`` / ``--set`` (``posym a scores ... --set scores.tau=1e-3``); the schema's
@@ -7,32 +8,17 @@ defaults fill the rest.
 
 from __future__ import annotations
 
-import argparse
 import logging
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.pipeline.config import command_settings
 from posym.data.files import write_csv, write_json
 
 log = logging.getLogger("posym.a")
 
 STUDY = "a"
-
-
-def _command(sub, name: str, help: str, func, data: str | None = None) -> argparse.ArgumentParser:
-    """A subcommand with the settings arguments; with ``data`` (its help), one that reads a run's final checkpoint
-    (--index) and a stored set (--data)."""
-    s = sub.add_parser(name, help=help)
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="torch CPU threads")
-    s.set_defaults(func=func)
-    if data is not None:
-        s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
-        s.add_argument("--data", type=Path, required=True, help=data)
-    return s
 
 
 def cmd_length_data(args) -> None:
@@ -170,49 +156,3 @@ def cmd_llm_gather(args) -> None:
     write_csv(args.out_probe_summary, summarise(items))
     log.info("%d models, %d items -> %s", items["model"].nunique(), len(items), args.out_probe_items)
 
-
-def add_commands(sub) -> None:
-    from .tasks import PAPER_ORDER
-
-    s = _command(sub, "length-data", "length-extended test sets (prepend protocol, spec §A10.1)", cmd_length_data)
-    s.add_argument("--task", choices=PAPER_ORDER, required=True)
-    s.add_argument("--seed", type=int, required=True, help="dataset seed (data.seed_offset + run seed)")
-    s.add_argument("--out", type=Path, required=True)
-
-    help = "positional / symbolic scores, entropy and purity of every head at every checkpoint of a run (spec §A6)"
-    s = _command(sub, "scores", help, cmd_scores, data="the run's test split; its first scores.samples samples are scored")
-    s.add_argument("--out-scores", type=Path, required=True, help="CSV: step, layer, head, positional, symbolic, entropy, entropy_norm")
-    s.add_argument("--out-purity", type=Path, required=True, help="CSV: step, gamma, kind, count, heads")
-
-    s = _command(sub, "flow", "information-flow grid of a run's final checkpoint on one input (spec §A8, Fig 3A/B)", cmd_flow)
-    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
-    s.add_argument("--task", choices=PAPER_ORDER, required=True)
-    s.add_argument("--input", help="space-separated tokens, the query last (default: the paper's Fig 3 example)")
-    s.add_argument("--out-grid", type=Path, required=True, help="CSV: depth, position, token, changed, attended, step")
-    s.add_argument("--out-summary", type=Path, required=True, help="JSON: input, answer, prediction, where the answer arrives in which layer")
-
-    s = _command(sub, "frequency", "RoPE frequency use per layer of a run's final checkpoint (spec §A7)", cmd_frequency, data="the test split")
-    s.add_argument("--out", type=Path, required=True)
-
-    s = _command(sub, "geometry", "queries and keys on a layer's dominant RoPE plane (Fig 4B)", cmd_geometry, data="the test split")
-    s.add_argument("--frequency", type=Path, required=True, help="the run's frequency-use table (posym a frequency)")
-    s.add_argument("--out", type=Path, required=True)
-
-    help, data = "logit gap of trained heads on the length-extended sets (spec §A9)", "the length-extended sets (posym a length-data)"
-    s = _command(sub, "discrepancy", help, cmd_discrepancy, data=data)
-    s.add_argument("--out", type=Path, required=True)
-
-    s = _command(sub, "theory", "Thm 3.1 constructions and Thm 3.2 discrepancy (spec §A9, Fig 5A)", cmd_theory)
-    s.add_argument("--out-discrepancy", type=Path, required=True, help="CSV: bound and measured Δ per curve and n")
-    s.add_argument("--out-exactness", type=Path, required=True, help="CSV: constructions vs Listing 1 on random inputs")
-
-    s = _command(sub, "llm-probe", "the 1-hop LLM probes on a local model or an endpoint (spec §A10.2; settings llm.*)", cmd_llm_probe)
-    s.add_argument("--model", type=Path, help="a local Hugging Face model directory (default: llm.model when it names one)")
-    s.add_argument("--llm", help="label of a local model in the outputs (default: its directory's name)")
-    s.add_argument("--out-probe-items", type=Path, required=True, help="CSV: one row per item and its answers")
-    s.add_argument("--out-probe-summary", type=Path, required=True, help="CSV: accuracy per model, task, window and method")
-
-    s = _command(sub, "llm-gather", "the LLM probes' items of every model in one table, and its summary", cmd_llm_gather)
-    s.add_argument("--probe-items", type=Path, nargs="+", required=True, help="items CSVs of posym a llm-probe")
-    s.add_argument("--out-probe-items", type=Path, required=True)
-    s.add_argument("--out-probe-summary", type=Path, required=True)

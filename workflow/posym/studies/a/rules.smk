@@ -27,7 +27,7 @@ rule a_length_sets:
         **job_resources(mem_mb=2000, minutes=30),
     params:
         seed=data_seed("a"),
-        settings=section("a", "length"),
+        settings=posym_jobs.settings_json(config["a"], ["length"]),
     shell:
         "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
         " --out {output.tensors} > {log} 2>&1"
@@ -65,7 +65,7 @@ rule a_scores:
     resources:
         **job_resources(mem_mb=4000, minutes=120),
     params:
-        **posym("a scores", settings=("a", "scores")),
+        **posym("a scores"),
     shell:
         JOB
 
@@ -86,7 +86,7 @@ rule a_frequency:
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
-        **posym("a frequency", settings=("a", "frequency")),
+        **posym("a frequency"),
     shell:
         JOB
 
@@ -107,7 +107,7 @@ rule a_discrepancy:
     resources:
         **job_resources(mem_mb=4000, minutes=120),
     params:
-        **posym("a discrepancy", settings=("a", "discrepancy")),
+        **posym("a discrepancy"),
     shell:
         JOB
 
@@ -129,7 +129,7 @@ rule a_geometry:
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
-        **posym("a geometry", settings=("a", "geometry")),
+        **posym("a geometry"),
     shell:
         JOB
 
@@ -148,7 +148,7 @@ rule a_flow:
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
-        **posym("a flow", wildcards=("task",)),
+        **posym("a flow"),
     shell:
         JOB
 
@@ -167,7 +167,7 @@ rule a_theory:
     resources:
         **job_resources(mem_mb=2000, minutes=60),
     params:
-        **posym("a theory", settings=("a", "theory")),
+        **posym("a theory"),
     shell:
         JOB
 
@@ -203,8 +203,6 @@ rule a_llm_probe:
         # the probe's settings leave out the list of models: adding a model runs that model's job only
         **posym(
             "a llm-probe",
-            settings=("a", "tasks", "llm"),
-            wildcards=("llm",),
             omit=("model",),
         ),
     shell:

@@ -1,4 +1,5 @@
-"""Paper B's commands (``posym b <command>``): the analyses of a trained run, one per job of the study's rules.
+"""Paper B's commands (``posym b <command>``): the analyses of a trained run, one per job of the study's rules;
+their flags are those of the study's jobs table (``jobs.py``).
 
 Each reads its settings from the ``b`` section of the configuration: the rules pass them with ``--settings``,
 people with ``--config`` / ``--set`` (``posym b ablation ... --set ablation.samples=500``); the schema's defaults
@@ -7,27 +8,15 @@ fill the rest. Training and the test evaluation are the core's ``posym train`` a
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
-from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.pipeline.config import command_settings
 from posym.data.files import read_json, write_csv
 
 log = logging.getLogger("posym.b")
 
 STUDY = "b"
-
-
-def _command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
-    """A subcommand that reads a run's final checkpoint (--index) and writes one table (--out)."""
-    s = sub.add_parser(name, help=help)
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="torch CPU threads")
-    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json")
-    s.add_argument("--out", type=Path, required=True, help="the table to write (.csv)")
-    s.set_defaults(func=func)
-    return s
 
 
 def _final(index: Path):
@@ -81,12 +70,3 @@ def cmd_probe(args) -> None:
     write_csv(args.out, table)
     log.info("position probe accuracy by layer: %s", " ".join(f"{a:.3f}" for a in table["accuracy"]))
 
-
-def add_commands(sub) -> None:
-    s = _command(sub, "ablation", "per-head ablation of a run's final model (spec §B4)", cmd_ablation)
-    s.add_argument("--train-data", type=Path, required=True, help="the run's stored train split")
-    s.add_argument("--test-data", type=Path, required=True, help="the run's stored test split")
-    s = _command(sub, "toeplitz", "layer 0's logits rebuilt from the Toeplitz decomposition (spec §B1)", cmd_toeplitz)
-    s.add_argument("--data", type=Path, required=True, help="stored samples (the test split)")
-    s = _command(sub, "probe", "linear probe of absolute position after each layer (spec §B6)", cmd_probe)
-    s.add_argument("--data", type=Path, required=True, help="stored samples (the test split)")

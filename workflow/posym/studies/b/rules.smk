@@ -31,7 +31,7 @@ rule b_ablation:
     resources:
         **job_resources(mem_mb=4000, minutes=240),
     params:
-        **posym("b ablation", settings=("b", "ablation")),
+        **posym("b ablation"),
     shell:
         JOB
 
@@ -52,7 +52,7 @@ rule b_toeplitz:
     resources:
         **job_resources(mem_mb=2000, minutes=30),
     params:
-        **posym("b toeplitz", settings=("b", "toeplitz")),
+        **posym("b toeplitz"),
     shell:
         JOB
 
@@ -73,6 +73,6 @@ rule b_probe:
     resources:
         **job_resources(mem_mb=2000, minutes=30),
     params:
-        **posym("b probe", settings=("b", "probe")),
+        **posym("b probe"),
     shell:
         JOB

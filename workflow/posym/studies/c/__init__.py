@@ -8,7 +8,7 @@ Modules: ``qk_fingerprint`` (the spectral metrics of a head's QK form and their 
 ``architecture``, ``training`` and ``formation`` (claim C-4: the constrained toy training, Table 4, the contrasts),
 ``real_models`` (claim C-6 on real language models that stand in for GPT-2 / Pythia, whose weights are not on disk
 here: Fig 1, Tables 1-2, the Im(M_t) ablation and K-composition), ``our_heads`` (posym's own question on paper A's
-and B's trained heads), ``config_checks``, ``cli`` (``posym c ...``).
+and B's trained heads), ``config_checks``, ``variants`` (the arms), ``jobs`` and ``cli`` (``posym c ...``).
 
 Claim C-k's verdict rows come from ``claim_ck`` of the module named with it, called by the claim's notebook
 (study.yaml) on what the study's jobs measured. Thresholds set in the configuration are ``claims`` settings:

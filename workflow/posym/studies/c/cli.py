@@ -1,4 +1,5 @@
-"""Paper C's commands (``posym c <command>``), one per job of the study's rules.
+"""Paper C's commands (``posym c <command>``), one per job of the study's rules; their flags are those of the
+study's jobs table (``jobs.py``).
 
 Each reads its settings from the ``c`` section of the configuration: the rules pass them with ``--settings``,
 people with ``--config`` / ``--set`` (``posym c published ... --set published.bootstrap_draws=200``); the schema's
@@ -7,20 +8,16 @@ defaults fill the rest. ``our-heads`` reads paper A's checkpoints and head score
 
 from __future__ import annotations
 
-import argparse
 import logging
-from pathlib import Path
 
-from posym.pipeline.config import add_settings_arguments, command_settings
+from posym.pipeline.config import command_settings
 from posym.data.files import write_csv
+
+from .jobs import REAL_MODEL
 
 log = logging.getLogger("posym.c")
 
 STUDY = "c"
-#: The tables ``posym c published`` writes, by option (--out-<name>).
-PUBLISHED = ("table1", "table2", "table3", "fig2a", "permutation", "ablation")
-#: The tables ``posym c real-model`` writes per model (--out-<name>), each with a ``model`` column.
-REAL_MODEL = ("heads", "summary", "correlations", "kcomp")
 
 
 def cmd_published(args) -> None:
@@ -138,88 +135,3 @@ def cmd_real_models_gather(args) -> None:
         write_csv(getattr(args, f"out_{name}"), gathered(getattr(args, name)))
     log.info("%d models gathered", len(args.summary))
 
-
-def _add_real_model_commands(sub) -> None:
-    s = sub.add_parser("real-model", help="paper C's detectors, ablations and statistics on one converted language model (spec §C2-§C4)")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="torch CPU threads")
-    s.add_argument("--model", type=Path, required=True, help="a model directory converted by posym convert-model (results/models/<name>)")
-    s.add_argument("--name", help="the model's label in the tables (default: its directory's name)")
-    for name in REAL_MODEL:
-        s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the {name} table to write (.csv)")
-    s.set_defaults(func=cmd_real_model)
-
-    s = sub.add_parser("real-models-gather", help="the per-model tables of `posym c real-model` in one of each")
-    s.add_argument("--threads", type=int, help="unused")
-    for name in REAL_MODEL:
-        s.add_argument(f"--{name}", type=Path, nargs="+", required=True, help=f"the per-model {name} tables")
-        s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the {name} table of every model (.csv)")
-    s.set_defaults(func=cmd_real_models_gather)
-
-
-def _add_training_commands(sub) -> None:
-    s = sub.add_parser("train", help="one arm of the constrained training, its seeds packed (spec §C6, claim C-4)")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="torch CPU threads")
-    s.add_argument("--arm", required=True, help="the arm (a name of training.arms)")
-    for name, what in (("runs", "one row per seed: formation, stop, final values, prev head"), ("curves", "the evaluations"), ("heads", "every head's final features")):
-        s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the table to write (.csv): {what}; seeds' checkpoints go beside it")
-    s.set_defaults(func=cmd_train)
-
-    s = sub.add_parser("formation", help="Table 4, the contrasts and claim C-4's checks from every arm's tables")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="unused")
-    for name in ("runs", "curves", "heads"):
-        s.add_argument(f"--{name}", type=Path, nargs="+", required=True, help=f"every arm's {name} table (posym c train)")
-    for name in ("runs", "curves", "heads", "table4", "contrasts", "claims"):
-        s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the {name} table to write (.csv)")
-    s.set_defaults(func=cmd_formation)
-
-
-def add_commands(sub) -> None:
-    _add_training_commands(sub)
-    _add_real_model_commands(sub)
-    s = sub.add_parser("published", help="paper C's tables regenerated from the authors' per-head cache (spec §C6, claim C-5)")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="CPU threads (unused: the statistics are single-threaded)")
-    s.add_argument("--checksums", type=Path, required=True, help="the cache's checksums.json (its folder holds the tables)")
-    s.add_argument("--tables", type=Path, nargs="*", default=[], help="the cache's tables (listed so that the rule reruns when they change)")
-    for name in PUBLISHED:
-        s.add_argument(f"--out-{name}", type=Path, required=True, help=f"the {name} table to write (.csv)")
-    s.set_defaults(func=cmd_published)
-
-    s = sub.add_parser("checks", help="claims C-1 … C-3 on random heads (spec §C7.1-§C7.3)")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="CPU threads")
-    s.add_argument("--out", type=Path, required=True, help="the measurements to write (.csv)")
-    s.set_defaults(func=cmd_checks)
-
-    help = "the QK fingerprint of every head of one paper-A run at every checkpoint, beside its scores (posym's own)"
-    s = sub.add_parser("our-heads", help=help)
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="CPU threads")
-    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json (paper A's training)")
-    s.add_argument("--scores", type=Path, required=True, help="the run's scores.csv (posym a scores)")
-    s.add_argument("--purity", type=Path, required=True, help="the run's purity.csv (posym a scores): paper A's head classes")
-    s.add_argument("--data", type=Path, required=True, help="the run's test split; its first our_heads.check_samples check the folding")
-    s.add_argument("--task", required=True, help="the run's task (a column of the table)")
-    s.add_argument("--seed", type=int, required=True, help="the run's seed (a column of the table)")
-    s.add_argument("--out", type=Path, required=True, help="the table to write (.csv): one row per checkpoint x layer x head")
-    s.set_defaults(func=cmd_our_heads)
-
-    s = sub.add_parser("our-heads-b", help="the QK fingerprint of every head of one paper-B run beside its ablation drop (posym's own)")
-    add_settings_arguments(s)
-    s.add_argument("--threads", type=int, help="CPU threads")
-    s.add_argument("--index", type=Path, required=True, help="the run's checkpoints.json (paper B's training)")
-    s.add_argument("--ablation", type=Path, required=True, help="the run's heads.csv (posym b ablation)")
-    s.add_argument("--variant", required=True, help="the run's variant (a column of the table)")
-    s.add_argument("--task", required=True, help="the run's task (a column of the table)")
-    s.add_argument("--seed", type=int, required=True, help="the run's seed (a column of the table)")
-    s.add_argument("--out", type=Path, required=True, help="the table to write (.csv): one row per layer x head")
-    s.set_defaults(func=cmd_our_heads_b)
-
-    s = sub.add_parser("our-heads-gather", help="the per-run tables of `posym c our-heads` in one")
-    s.add_argument("--threads", type=int, help="unused")
-    s.add_argument("--tables", type=Path, nargs="+", required=True, help="the per-run tables, in order")
-    s.add_argument("--out", type=Path, required=True, help="the table to write (.csv)")
-    s.set_defaults(func=cmd_our_heads_gather)

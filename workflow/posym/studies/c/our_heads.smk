@@ -27,9 +27,7 @@ if "a" in config["studies"]:
         resources:
             **job_resources(mem_mb=2000, minutes=120),
         params:
-            **posym(
-                "c our-heads", settings=("c", "our_heads"), wildcards=("task", "seed")
-            ),
+            **posym("c our-heads"),
         shell:
             JOB
 
@@ -77,11 +75,7 @@ if "b" in config["studies"]:
         resources:
             **job_resources(mem_mb=2000, minutes=60),
         params:
-            **posym(
-                "c our-heads-b",
-                settings=("c", "our_heads"),
-                wildcards=("variant", "task", "seed"),
-            ),
+            **posym("c our-heads-b"),
         shell:
             JOB
 

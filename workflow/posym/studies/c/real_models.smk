@@ -30,7 +30,7 @@ rule c_real_model:
         gpu=int(config["c"]["real_models"]["device"] != "cpu"),
         cpus_per_gpu=cpus_per_gpu,
     params:
-        **posym("c real-model", settings=("c", "real_models"), omit=("models",)),
+        **posym("c real-model", omit=("models",)),
     shell:
         JOB
 

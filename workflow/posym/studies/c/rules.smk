@@ -31,7 +31,7 @@ rule c_published:
     resources:
         **job_resources(mem_mb=2000, minutes=30),
     params:
-        **posym("c published", settings=("c", "published")),
+        **posym("c published"),
     shell:
         JOB
 
@@ -49,7 +49,7 @@ rule c_checks:
     resources:
         **job_resources(mem_mb=2000, minutes=30),
     params:
-        **posym("c checks", settings=("c", "checks")),
+        **posym("c checks"),
     shell:
         JOB
 

@@ -34,8 +34,6 @@ rule c_train:
         # an arm's job reads neither the list of arms run nor C-4's thresholds: editing them reruns only what does
         **posym(
             "c train",
-            settings=("c", "training"),
-            wildcards=("arm",),
             omit=("run", "claims"),
         ),
     shell:
@@ -64,6 +62,6 @@ rule c_formation:
     resources:
         **job_resources(mem_mb=2000, minutes=30),
     params:
-        **posym("c formation", settings=("c", "training")),
+        **posym("c formation"),
     shell:
         JOB
