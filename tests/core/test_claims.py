@@ -4,6 +4,7 @@ import ast
 import re
 
 import pandas as pd
+import pytest
 
 from posym.pipeline import claims, config, study
 
@@ -52,25 +53,71 @@ def test_summary_covers_every_claim_and_grades_mixed_results():
         claims.row("A-2", "order", "too few layers", "strict", None, source=SPEC),
     ]
     summary = claims.summary([a1, a5, pd.DataFrame(a2)], CLAIMS).set_index("claim")
-    assert summary.loc["A-2", "verdict"] == "pass" and summary.loc["A-2", "ours"] == "1 of 1 checks pass (1 not tested)"
+    # a claim with a deciding check not tested is at most partly, however many of the others pass
+    assert summary.loc["A-2", "verdict"] == claims.PARTLY and summary.loc["A-2", "ours"] == "1 of 1 deciding checks pass (1 not tested)"
     assert list(summary.index) == [f"A-{i}" for i in range(1, 8)]
-    assert summary.loc["A-1", "verdict"] == "pass" and summary.loc["A-1", "ours"] == "2 of 2 checks pass"
-    assert summary.loc["A-5", "verdict"] == "partly" and summary.loc["A-5", "ours"] == "1 of 2 checks pass"
-    assert summary.loc["A-3", "verdict"] == "not tested"
+    assert summary.loc["A-1", "verdict"] == claims.REPRODUCED and summary.loc["A-1", "ours"] == "2 of 2 deciding checks pass"
+    assert summary.loc["A-5", "verdict"] == claims.PARTLY and summary.loc["A-5", "ours"] == "1 of 2 deciding checks pass"
+    assert summary.loc["A-3", "verdict"] == claims.NOT_TESTABLE and summary.loc["A-1", "evidence"] == "trained"
+    # A-7 is decided on a substitute model; with none configured it says what it needs and which config has one
+    assert summary.loc["A-7", "verdict"] == claims.NOT_TESTABLE and "configs/llm_offline.yaml" in summary.loc["A-7", "ours"]
+
+
+def test_a_claim_decided_by_code_checks_alone_is_never_reproduced():
+    identity = {"id": "X-1", "statement": "an identity", "paper": "", "evidence": ["code"]}
+    rows = [claims.row("X-1", "identity", "1e-15", "< 1e-10", True, source=SPEC)]
+    summary = claims.summary([pd.DataFrame(rows)], [identity]).set_index("claim")
+    assert summary.loc["X-1", "verdict"] == claims.NOT_TESTABLE and "code checks alone" in summary.loc["X-1", "ours"]
+
+
+def test_supporting_checks_never_make_a_claim_reproduced():
+    theorem = {"id": "X-2", "statement": "a theorem", "paper": "", "evidence": ["theorem"]}
+    rows = [
+        claims.row("X-2", "bound", "holds", "holds", False, source=SPEC),
+        claims.row("X-2", "figure values", "1e-5", "< 1e-3", True, source=SPEC, evidence="code"),
+    ]
+    summary = claims.summary([pd.DataFrame(rows)], [theorem]).set_index("claim")
+    assert summary.loc["X-2", "verdict"] == claims.NOT_REPRODUCED
+    assert summary.loc["X-2", "ours"] == "0 of 1 deciding checks pass; supporting checks: 1 of 1 pass"
+    only_support = claims.summary([pd.DataFrame(rows[1:])], [theorem]).set_index("claim")
+    assert only_support.loc["X-2", "verdict"] == claims.NOT_TESTABLE
+
+
+def test_observations_are_shown_but_never_counted():
+    rows = [
+        claims.row("A-6", "bound n >= 2", "holds", "holds", True, source=SPEC),
+        claims.row("A-6", "bound at n = 1", "exceeds", "not judged", None, source=SPEC, observation=True),
+    ]
+    table = claims.with_seed_summary(rows)
+    assert table["verdict"].tolist() == ["pass", claims.OBSERVATION]
+    assert claims.summary([table], CLAIMS).set_index("claim").loc["A-6", "verdict"] == claims.REPRODUCED
+
+
+def test_an_unknown_kind_of_evidence_names_the_claim():
+    with pytest.raises(ValueError, match="claim A-1: unknown kind of evidence 'measured'"):
+        claims.row("A-1", "acc", "1", "1", True, source=SPEC, evidence="measured")
+
+
+def test_the_headline_says_reproduced_only_when_every_claim_is():
+    assert claims.headline("paper B", ["reproduced", "reproduced", "partly", "not reproduced", "not testable here"]) == (
+        "paper B: 2 of 5 claims reproduced, 1 partly, 1 not reproduced, 1 not testable here"
+    )
+    assert claims.headline("paper A", ["reproduced"] * 7) == "paper A: all 7 claims reproduced"
+    assert "reproduced" not in claims.headline("paper A", ["not reproduced"]).replace("not reproduced", "").replace("claims reproduced", "")
 
 
 def test_summary_reads_tables_back_from_csv(tmp_path):
     path = tmp_path / "claims_A6.csv"
     claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).to_csv(path, index=False)
     summary = claims.summary([pd.read_csv(path, dtype=str, keep_default_na=False)], CLAIMS).set_index("claim")
-    assert summary.loc["A-6", "verdict"] == "pass"
+    assert summary.loc["A-6", "verdict"] == claims.REPRODUCED
 
 
 def test_a_claim_that_does_not_apply_says_why():
     rows = [dict(c, applicable=c["id"] != "A-4", reason="not applicable to this model: a.model.position is 'alibi'") for c in CLAIMS]
     summary = claims.summary([], rows).set_index("claim")
     assert summary.loc["A-4", "verdict"] == claims.NOT_APPLICABLE and "alibi" in summary.loc["A-4", "ours"]
-    assert summary.loc["A-1", "verdict"] == "not tested"
+    assert summary.loc["A-1", "verdict"] == claims.NOT_TESTABLE
 
 
 def test_every_row_says_where_its_threshold_comes_from_and_the_seed_summary_keeps_it():
@@ -80,9 +127,9 @@ def test_every_row_says_where_its_threshold_comes_from_and_the_seed_summary_keep
     assert (table["source"] == "spec §A12 A-1").all() and table["seed"].tolist() == ["0", "1", claims.ALL_SEEDS]
 
 
-def test_summary_reads_a_table_written_before_the_source_column():
-    older = claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).drop(columns="source")
-    assert claims.summary([older], CLAIMS).set_index("claim").loc["A-6", "verdict"] == "pass"
+def test_summary_reads_a_table_written_before_the_source_and_evidence_columns():
+    older = claims.with_seed_summary([claims.row("A-6", "exact", "800 of 800", "all", True, source=SPEC)]).drop(columns=["source", "evidence"])
+    assert claims.summary([older], CLAIMS).set_index("claim").loc["A-6", "verdict"] == claims.REPRODUCED
 
 
 # ------------------------------------------------------------------------------------------ one template

@@ -57,7 +57,9 @@ def test_a_new_study_is_one_folder_and_one_config_section(toy_run):
     assert (toy_run / "results" / "toy" / "train" / "main" / "first_token" / "seed0" / "checkpoints.json").is_file()
     assert not (toy_run / "results" / "a").exists()  # paper A is off
     manifest = json.loads((report / "manifest.json").read_text())
-    assert set(manifest["studies"]) == {"toy"} and manifest["config"]["report"]["title"] == "posym: toy study reproduced"
+    assert set(manifest["studies"]) == {"toy"} and manifest["config"]["report"]["title"] is None
+    verdict = manifest["verdicts"]["toy"][0]["verdict"]  # the title follows it
+    assert f"<h1>posym: toy study: {'its claim reproduced' if verdict == 'reproduced' else '0 of 1 claims reproduced'}" in html
 
 
 def test_studies_run_side_by_side_in_one_dag(toy_run, tmp_path):

@@ -42,6 +42,19 @@ def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
     assert html.count('<td class="verdict-') == len(PAPER_A.claims)
 
 
+def test_the_title_follows_the_verdicts(tiny_run):
+    """The tiny run fails claims, so its title says how many are reproduced, never "paper A reproduced"."""
+    from posym.pipeline import claims
+
+    report = report_dir(tiny_run)
+    verdicts = [c["verdict"] for c in json.loads((report / "manifest.json").read_text())["verdicts"]["a"]]
+    html = (report / "index.html").read_text()
+    assert claims.NOT_REPRODUCED in verdicts and claims.REPRODUCED in verdicts  # A-6 (a theorem) reproduces
+    assert f"<h1>posym: {claims.headline('paper A', verdicts)}</h1>" in html
+    assert "of 7 claims reproduced" in html and "all 7" not in html
+    assert html.count("<td>trained</td>") == 5 + 1 and "How to read the verdicts" in html  # A-1 … A-5, and the legend
+
+
 def test_length_table_sets_ours_beside_the_paper(tiny_run):
     import pandas as pd
 

@@ -1,27 +1,55 @@
 """Verdicts on a study's claims in one table format, and the report's claims summary.
 
-Every analysis writes its claim's checks as rows ``claim, task, check, seed, measured, expected,
-source, verdict`` (verdict: pass, fail or not tested); with several seeds, :func:`with_seed_summary`
-adds one "all seeds" row per check saying how many seeds pass. The claims themselves (statement,
-published value) are rows of the study's table (``study.yaml``).
+Every analysis writes its claim's checks as rows ``claim, task, check, seed, measured, expected, source, verdict,
+evidence`` (verdict: pass, fail or not tested); with several seeds, :func:`with_seed_summary` adds one "all seeds"
+row per check saying how many seeds pass. The claims themselves (statement, published value, the kinds of
+evidence that decide them) are rows of the study's table (``study.yaml``).
 
-``source`` says where a check's threshold comes from (the paper's sentence, figure value or the spec
-section that sets it, or posym's own choice, named as such). It is a required argument of :func:`row`
-so that no check can state a threshold without saying whose it is. A "not tested" row is also how a
-check reports an observation that the claim does not judge (say, a case the theorem excludes): it is
-shown but never counted by :func:`summary`.
+``source`` says where a check's threshold comes from (the paper's sentence, figure value or the spec section that
+sets it, or posym's own choice, named as such). It is a required argument of :func:`row` so that no check can
+state a threshold without saying whose it is. ``evidence`` is the check's kind (:data:`EVIDENCE`), empty for the
+claim's own first kind. A "not tested" row is also how a check reports an observation that the claim does not
+judge (say, a case the theorem excludes): it is shown but never counted by :func:`summary`.
+
+A claim is judged by its *deciding* checks, those of a kind the claim names (:func:`summary`); the others are
+supporting evidence, shown and counted apart, and never make a claim reproduced. A code check tests posym's
+implementation, not the paper, so it never decides.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections import Counter
+from typing import Iterable, Mapping
 
 import pandas as pd
 
-COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "source", "verdict"]
+COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "source", "verdict", "evidence"]
 ALL_SEEDS = "all"
+
+#: The kinds of evidence a check can be, as the report explains them.
+EVIDENCE = {
+    "trained": "measured on models this run trained",
+    "released": "recomputed from the authors' released data",
+    "theorem": "a numerical check of a stated theorem",
+    "code": "a code check: an identity or construction that tests posym's implementation, not the paper",
+    "substitute": "measured on a substitute for the paper's model",
+}
+CODE = "code"
+
+#: A claim's verdicts, from best to worst, then the two that judge nothing.
+REPRODUCED, PARTLY, NOT_REPRODUCED = "reproduced", "partly", "not reproduced"
+NOT_TESTABLE = "not testable here"
 #: The verdict of a claim whose checks do not apply to the configuration (say, RoPE checks on an ALiBi model).
 NOT_APPLICABLE = "not applicable"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_TESTABLE, NOT_APPLICABLE)
+
+
+def unknown_kinds(kinds: Iterable[str]) -> list[str]:
+    return [kind for kind in kinds if kind not in EVIDENCE]
+
+
+#: The verdict of a row that reports what its claim does not judge.
+OBSERVATION = "observation"
 
 
 def verdict(passed: bool | None) -> str:
@@ -29,8 +57,13 @@ def verdict(passed: bool | None) -> str:
 
 
 def row(
-    claim: str, check: str, measured: str, expected: str, passed: bool | None, *, source: str, task: str = "", seed=""
+    claim: str, check: str, measured: str, expected: str, passed: bool | None, *, source: str, task: str = "", seed="",
+    evidence: str = "", observation: bool = False,
 ) -> dict:
+    """One check's row. ``evidence``: its kind (:data:`EVIDENCE`) where it is not the claim's first kind;
+    ``observation``: a row that reports without judging (its verdict :data:`OBSERVATION`, ``passed`` None)."""
+    if evidence and evidence not in EVIDENCE:
+        raise ValueError(f"claim {claim}: unknown kind of evidence {evidence!r} (known: {', '.join(EVIDENCE)})")
     return {
         "claim": claim,
         "task": task,
@@ -39,7 +72,8 @@ def row(
         "measured": measured,
         "expected": expected,
         "source": source,
-        "verdict": verdict(passed),
+        "verdict": OBSERVATION if observation else verdict(passed),
+        "evidence": evidence,
     }
 
 
@@ -49,7 +83,7 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
     parts = []
     for _, group in table.groupby(["claim", "task", "check"], sort=False):
         parts.append(group)
-        if group["seed"].nunique() < 2:
+        if group["seed"].nunique() < 2 or (group["verdict"] == OBSERVATION).all():
             continue
         tested = group[group["verdict"] != "not tested"]
         passes = int((tested["verdict"] == "pass").sum())
@@ -62,30 +96,72 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else table
 
 
-def summary(tables: Iterable[pd.DataFrame], claims: Iterable[dict]) -> pd.DataFrame:
-    """One row per claim (``claims``: the study's claim rows, ``id``, ``statement``, ``paper`` and, when the
-    notebook that checks it does not apply, ``applicable`` false and the ``reason``): how many checks pass and
-    the overall verdict, and how many checks were not tested. Only the 'all seeds' rows count where a check was run
-    on several seeds.
+def summary(tables: Iterable[pd.DataFrame], claims: Iterable[Mapping]) -> pd.DataFrame:
+    """One row per claim (``claims``: the study's claim rows, ``id``, ``statement``, ``paper``, ``evidence`` (the
+    kinds that decide it), optionally ``needs`` (what would make it testable, and which configuration supplies it)
+    and, when the notebook that checks it does not apply, ``applicable`` false and the ``reason``): its verdict
+    and how it was reached. Only the 'all seeds' rows count where a check was run on several seeds.
+
+    Verdicts: *reproduced* when every deciding check was tested and passes; *not reproduced* when none that was
+    tested passes; *partly* otherwise (some fail, or some were not tested); *not testable here* when no deciding
+    check was tested, or the claim is decided by code checks alone (they test posym, not the paper).
     """
     tables = list(tables)
-    # reindex, not select: a verdict table written before a column existed (say ``source``) still counts
+    # reindex, not select: a verdict table written before a column existed (say ``evidence``) still counts
     found = pd.concat([t.reindex(columns=COLUMNS) for t in tables], ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+    found["evidence"] = found["evidence"].astype(object).where(found["evidence"].notna(), "")
     rows = []
     for claim in claims:
-        checks = found[found["claim"] == claim["id"]]
+        kinds = list(claim.get("evidence") or ["trained"])
+        checks = found[(found["claim"] == claim["id"]) & (found["verdict"] != OBSERVATION)]
         several = checks.groupby(["task", "check"])["seed"].transform(lambda s: (s == ALL_SEEDS).any()) if len(checks) else []
         counted = checks[(checks["seed"] == ALL_SEEDS) | ~pd.Series(several, index=checks.index, dtype=bool)] if len(checks) else checks
-        tested = counted[counted["verdict"] != "not tested"]
-        passes = int((tested["verdict"] == "pass").sum())
-        if not claim.get("applicable", True):
-            overall, ours = NOT_APPLICABLE, claim["reason"]
-        elif tested.empty:
-            overall, ours = "not tested", "—"
-        else:
-            overall = "pass" if passes == len(tested) else ("fail" if passes == 0 else "partly")
-            ours = f"{passes} of {len(tested)} checks pass"
-            if len(counted) > len(tested):  # a claim judged on part of its checks says so
-                ours += f" ({len(counted) - len(tested)} not tested)"
-        rows.append({"claim": claim["id"], "statement": claim["statement"], "paper": claim["paper"], "ours": ours, "verdict": overall})
-    return pd.DataFrame(rows, columns=["claim", "statement", "paper", "ours", "verdict"])
+        kind = counted["evidence"].where(counted["evidence"] != "", kinds[0])
+        deciding = counted[kind.isin([k for k in kinds if k != CODE])]
+        supporting = counted[~counted.index.isin(deciding.index)]
+        overall, ours = _verdict(claim, kinds, deciding, supporting)
+        rows.append(
+            {"claim": claim["id"], "statement": claim["statement"], "paper": claim["paper"],
+             "evidence": ", ".join(kinds), "ours": ours, "verdict": overall}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=["claim", "statement", "paper", "evidence", "ours", "verdict"])
+
+
+def _verdict(claim: Mapping, kinds: list[str], deciding: pd.DataFrame, supporting: pd.DataFrame) -> tuple[str, str]:
+    if not claim.get("applicable", True):
+        return NOT_APPLICABLE, claim["reason"]
+    support = _counts(supporting, "supporting checks") if len(supporting) else ""
+    if set(kinds) == {CODE}:
+        return NOT_TESTABLE, "; ".join(filter(None, ["decided by code checks alone, which test posym, not the paper", support]))
+    tested = deciding[deciding["verdict"] != "not tested"]
+    if tested.empty:
+        why = deciding["measured"].iloc[0] if len(deciding) else "no deciding check ran on this configuration"
+        return NOT_TESTABLE, "; ".join(filter(None, [f"needs {claim['needs']}" if claim.get("needs") else why, support]))
+    passes = int((tested["verdict"] == "pass").sum())
+    untested = len(deciding) - len(tested)
+    if passes == len(tested) and not untested:
+        overall = REPRODUCED
+    elif passes == 0:
+        overall = NOT_REPRODUCED
+    else:
+        overall = PARTLY
+    ours = f"{passes} of {len(tested)} deciding checks pass" + (f" ({untested} not tested)" if untested else "")
+    return overall, "; ".join(filter(None, [ours, support]))
+
+
+def _counts(table: pd.DataFrame, what: str) -> str:
+    tested = table[table["verdict"] != "not tested"]
+    text = f"{what}: {int((tested['verdict'] == 'pass').sum())} of {len(tested)} pass"
+    return text + (f" ({len(table) - len(tested)} not tested)" if len(table) > len(tested) else "")
+
+
+def headline(name: str, verdicts: Iterable[str]) -> str:
+    """A study's verdicts in one line: "paper B: 2 of 5 claims reproduced, 1 partly, 1 not reproduced, 1 not
+    testable here". "reproduced" alone only when every claim is."""
+    counts = Counter(verdicts)
+    total = sum(counts.values())
+    if total and counts[REPRODUCED] == total:
+        return f"{name}: all {total} claims reproduced" if total > 1 else f"{name}: its claim reproduced"
+    parts = [f"{counts[REPRODUCED]} of {total} claims reproduced"]
+    parts += [f"{counts[v]} {v}" for v in VERDICTS[1:] if counts[v]]
+    return f"{name}: " + ", ".join(parts)

@@ -120,8 +120,6 @@ def validate(config: dict | None, sections: tuple[str, ...] | None = None) -> di
         problems = [p for p in problems if any(p.startswith(f"config key '{name}") for name in sections)]
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
-    if filled["report"]["title"] is None:
-        filled["report"]["title"] = f"posym: {' and '.join(studies.load(s).name for s in filled['studies'])} reproduced"
     return filled
 
 

@@ -160,25 +160,40 @@ def _checklist(study: str, rows: list[dict], heading: str) -> list[str]:
     ]
 
 
-def study_html(study: dict) -> list[str]:
-    """The part of the page of one study's plan: claims, checklist, claim checks, one section per item."""
+def study_verdicts(study: dict) -> pd.DataFrame:
+    """The claims summary of one study of the plan (posym.pipeline.claims.summary), from its claims' tables."""
+    applicable = [c for c in study["claims"] if c["applicable"]]
+    tables = [pd.read_csv(c["outputs"][0]["files"]["csv"], dtype=str, keep_default_na=False) for c in applicable]
+    return claims.summary(tables, study["claims"])
+
+
+def verdict_title(plan: list[dict], summaries: list[pd.DataFrame]) -> str:
+    """The report's title from its verdicts: each study's headline (posym.pipeline.claims.headline)."""
+    return "posym: " + "; ".join(claims.headline(s["name"], v["verdict"]) for s, v in zip(plan, summaries))
+
+
+def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
+    """The part of the page of one study's plan: its verdicts in one line, claims, checklist, claim checks, one
+    section per item."""
     sid = _esc(study["id"])
     name = study["name"]
     applicable_claims = [c for c in study["claims"] if c["applicable"]]
-    tables = [pd.read_csv(c["outputs"][0]["files"]["csv"], dtype=str, keep_default_na=False) for c in applicable_claims]
-    summary = claims.summary(tables, study["claims"])
     claim_rows = []
     for c in summary.itertuples(index=False):
-        verdict = f'<a href="#{sid}-claims">{_esc(c.verdict)}</a>' if c.verdict not in ("not tested", claims.NOT_APPLICABLE) else _esc(c.verdict)
+        judged = c.verdict not in (claims.NOT_TESTABLE, claims.NOT_APPLICABLE)
+        verdict = f'<a href="#{sid}-claims">{_esc(c.verdict)}</a>' if judged else _esc(c.verdict)
         claim_rows.append(
-            f"<tr><td>{_esc(c.claim)}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td>"
+            f"<tr><td>{_esc(c.claim)}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
             f"<td>{_esc(c.ours)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td></tr>"
         )
+    headline = claims.headline(name, summary["verdict"])
     body = [
         f'<h2 id="{sid}">{_esc(name[0].upper() + name[1:])}: {_esc(study["title"])}</h2>',
         f"<p>{_esc(study['source'])}</p>",
+        f'<p class="headline">{_esc(headline[0].upper() + headline[1:])}.</p>',
         f'<h3 id="{sid}-summary">Claims</h3>',
-        '<table class="table"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead><tbody>',
+        '<table class="table"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>decided by</th><th>ours</th>'
+        "<th>verdict</th></tr></thead><tbody>",
         *claim_rows,
         "</tbody></table>",
         *_checklist(study["id"], [i for i in study["items"] if i["paper"]], "Tables and figures of the paper"),
@@ -186,7 +201,10 @@ def study_html(study: dict) -> list[str]:
     ]
     if applicable_claims:
         body.append(f'<h3 id="{sid}-claims">Claim checks</h3>')
-        body.append("<p>Each check per task and seed; with several seeds a row per check says how many pass.</p>")
+        body.append(
+            "<p>Each check per task and seed; with several seeds a row per check says how many pass. A check's kind of"
+            " evidence is the claim's first unless its row names another.</p>"
+        )
         for claim in applicable_claims:
             body += _outputs_html(study["id"], claim["outputs"])
     for item in study["items"]:
@@ -196,14 +214,33 @@ def study_html(study: dict) -> list[str]:
     return body
 
 
-def render(title: str, version: str, plan: list[dict], manifest_data: dict, performance: list[Path]) -> str:
-    body = [
-        f"<h1>{_esc(title)}</h1>",
-        f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
-        f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a></p>",
+def _evidence_html() -> list[str]:
+    rows = "".join(f"<tr><td>{_esc(kind)}</td><td>{_esc(text)}</td></tr>" for kind, text in claims.EVIDENCE.items())
+    return [
+        '<h2 id="verdicts">How to read the verdicts</h2>',
+        f"<p>A claim is <em>{claims.REPRODUCED}</em> when every check that decides it was tested and passes;"
+        f" <em>{claims.PARTLY}</em> when some fail or were not tested; <em>{claims.NOT_REPRODUCED}</em> when none that was"
+        f" tested passes; <em>{claims.NOT_TESTABLE}</em> when no deciding check could run here (the claims table says"
+        f" what it needs), or the claim is decided by code checks alone; <em>{claims.NOT_APPLICABLE}</em> when its"
+        " analysis does not apply to the configuration. Each claim names the kinds of evidence that decide it; checks of"
+        " other kinds are supporting evidence and never make a claim reproduced.</p>",
+        f'<table class="table"><thead><tr><th>evidence</th><th>meaning</th></tr></thead><tbody>{rows}</tbody></table>',
     ]
-    for study in plan:
-        body += study_html(study)
+
+
+def render(title: str | None, version: str, plan: list[dict], manifest_data: dict, performance: list[Path]) -> str:
+    """The report page; ``title`` None: computed from the verdicts (:func:`verdict_title`)."""
+    summaries = [study_verdicts(study) for study in plan]
+    heading = title or verdict_title(plan, summaries)
+    body = [
+        f"<h1>{_esc(heading)}</h1>",
+        f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
+        f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a>"
+        ' · <a href="#verdicts">how to read the verdicts</a></p>',
+    ]
+    for study, summary in zip(plan, summaries):
+        body += study_html(study, summary)
+    body += _evidence_html()
     if performance:
         body.append('<h2 id="performance">Performance benchmarks</h2>')
         body.append("<p>Measured by the scripts in benchmarks/ (each against a reference in the same run); see the JSON files for every number.</p>")
@@ -217,12 +254,13 @@ def render(title: str, version: str, plan: list[dict], manifest_data: dict, perf
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
         "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
         ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
-        ".verdict-pass{color:#1e7b34}.verdict-fail{color:#b03a2e}.verdict-partly{color:#b9770e}.na{color:#777}"
+        ".verdict-reproduced{color:#1e7b34}.verdict-not-reproduced{color:#b03a2e}.verdict-partly{color:#b9770e}"
+        ".verdict-not-testable-here,.na{color:#777}.headline{font-weight:bold}"
         "figcaption{font-size:0.9em;color:#444}"
     )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{_esc(title)}</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<title>{_esc(heading)}</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
@@ -258,6 +296,7 @@ def build(
                 _copy(notebook, tmp / study["id"] / "notebooks")
         for path in performance:
             _copy(path, tmp / "benchmarks")
+        info["verdicts"] = {study["id"]: study_verdicts(study).to_dict("records") for study in plan}
         write_text(tmp / "index.html", render(config["report"]["title"], version, plan, info, performance))
         info["files"] = {
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"

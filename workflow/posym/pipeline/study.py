@@ -24,6 +24,7 @@ import yaml
 from jsonschema import Draft7Validator
 
 from posym import registry
+from posym.pipeline import claims as claims_module
 from posym.pipeline import paths, variants
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "study.schema.yaml"
@@ -216,6 +217,8 @@ class Claim:
     notebook: str
     category: str
     table: Output
+    evidence: tuple[str, ...]  # the kinds of evidence that decide it (posym.pipeline.claims.EVIDENCE)
+    needs: str = ""  # what would make it testable where it is not, and which configuration supplies it
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,8 @@ class Study:
                 row["notebook"],
                 row["category"],
                 self._output({"table": row["table"], **({"caption": row["caption"]} if "caption" in row else {})}),
+                tuple(row["evidence"]),
+                row.get("needs", ""),
             )
             for row in table["claims"]
         ]
@@ -300,6 +305,9 @@ class Study:
         for row in [*self.items, *self.claims]:
             if row.notebook not in self.notebooks:
                 problems.append(f"{row.id}: no notebook {row.notebook!r} in notebooks")
+        for claim in self.claims:
+            if unknown := claims_module.unknown_kinds(claim.evidence):
+                problems.append(f"claim {claim.id}: unknown kind of evidence {', '.join(map(repr, unknown))} (known: {', '.join(claims_module.EVIDENCE)})")
         claims = {c.id for c in self.claims}
         problems += [f"{i.id}: no claim {i.claim!r} in claims" for i in self.items if i.claim and i.claim not in claims]
         outputs = [o for o in self.outputs()]
@@ -468,7 +476,8 @@ class Study:
                 for i in self.items
             ],  # fmt: skip
             "claims": [
-                {"id": c.id, "statement": c.statement, "paper": c.paper, "outputs": files([c.table]), **status(c.notebook)}
+                {"id": c.id, "statement": c.statement, "paper": c.paper, "evidence": list(c.evidence), "needs": c.needs,
+                 "outputs": files([c.table]), **status(c.notebook)}
                 for c in self.claims
             ],
             "notebooks": [self.executed(nb.name) for nb in self.runnable(config)],
