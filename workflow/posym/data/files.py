@@ -95,7 +95,13 @@ def write_text(path: os.PathLike | str, text: str) -> None:
 
 
 def write_json(path: os.PathLike | str, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(json_bytes(obj))
+
+
+def json_bytes(obj: Any) -> bytes:
+    """The bytes :func:`write_json` writes: sorted keys, so that equal content is equal bytes."""
+    return (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode("utf-8")
 
 
 def _json_default(obj: Any) -> Any:
@@ -138,6 +144,54 @@ def save_tensors(path: os.PathLike | str, tensors: dict[str, torch.Tensor], meta
     return digest
 
 
+def host_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Contiguous CPU tensors of ``tensors``. A GPU tensor's copy is queued without waiting (into pinned memory, which
+    ``non_blocking`` chooses) and each GPU is waited for once, not once per tensor."""
+    host = {name: t.detach().to("cpu", non_blocking=t.is_cuda) for name, t in tensors.items()}
+    for device in {t.device for t in tensors.values() if t.is_cuda}:
+        torch.cuda.synchronize(device)
+    return {name: t.contiguous() for name, t in host.items()}
+
+
+#: safetensors' names of the dtypes it stores, in the order it sorts tensors by (descending, then by name).
+_SAFETENSORS_DTYPES = {
+    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.uint16: "U16",
+    torch.float16: "F16", torch.bfloat16: "BF16", torch.int32: "I32", torch.uint32: "U32", torch.float32: "F32",
+    torch.float64: "F64", torch.int64: "I64", torch.uint64: "U64",
+}  # fmt: skip
+_SAFETENSORS_RANK = {dtype: rank for rank, dtype in enumerate(_SAFETENSORS_DTYPES)}
+
+
+def safetensors_chunks(tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> list[bytes | memoryview]:
+    """The bytes safetensors would write for ``tensors`` (header, then each tensor's data, little-endian as on the
+    hosts posym runs on), as views of the tensors' host memory: written and hashed piece by piece, the file is never
+    held in memory whole (``safetensors.torch.save`` copies it twice), nor read back."""
+    host = host_tensors(tensors)
+    names = sorted(host, key=lambda name: (-_SAFETENSORS_RANK[host[name].dtype], name))
+    header: dict[str, Any] = {} if metadata is None else {"__metadata__": metadata}
+    offset = 0
+    for name in names:
+        size = host[name].numel() * host[name].element_size()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[host[name].dtype], "shape": list(host[name].shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the format aligns the data to 8 bytes
+    return [len(text).to_bytes(8, "little") + text] + [host[name].reshape(-1).view(torch.uint8).numpy().data for name in names]
+
+
+def write_synced(path: os.PathLike | str, *chunks: bytes | memoryview) -> str:
+    """Write ``chunks`` to the new file ``path`` and flush it to disk; the sha256 of what was written, hashed as it
+    is written. For the files of :func:`atomic_directory`, whose rename publishes them."""
+    digest = hashlib.sha256()
+    with open(path, "xb") as handle:
+        for chunk in chunks:
+            digest.update(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest()
+
+
 def load_tensors(path: os.PathLike | str, sha256: str | None = None) -> dict[str, torch.Tensor]:
     """Read a safetensors file, refusing a missing, damaged or (when ``sha256`` is given) altered one."""
     path = Path(path)
@@ -158,7 +212,9 @@ def atomic_directory(path: os.PathLike | str) -> Iterator[Path]:
     """Yield a fresh temporary directory that becomes ``path`` in one rename when the block succeeds.
 
     An existing ``path`` is replaced. Readers therefore see either the old directory or the
-    complete new one, never a partial one.
+    complete new one, never a partial one. The files written inside must be on disk before the block ends
+    (:func:`write_synced`); the parent directory is synced after the rename, so that the new directory outlasts a
+    crash before the caller goes on (say, to delete what it supersedes).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -174,5 +230,14 @@ def atomic_directory(path: os.PathLike | str) -> Iterator[Path]:
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(tmp, target)
+        fsync_directory(target.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fsync_directory(path: os.PathLike | str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

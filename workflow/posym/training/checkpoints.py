@@ -13,18 +13,21 @@ A checkpoint ``step-NNNNNN/`` holds
 * ``trainer_state.safetensors`` + ``trainer_state.json`` — optimizer moments and generator
   state, kept in the newest checkpoint only (they are three times the size of the weights).
 
-Each directory is published with one rename, so a checkpoint is either complete or absent.
+Each directory is published with one rename, so a checkpoint is either complete or absent; a write that fails (a full
+disk) removes the unfinished directory and stops the job with :class:`CheckpointWriteError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
-from posym.data.files import IntegrityError, atomic_directory, load_tensors, read_json, save_tensors, sha256_file, verify_checksums, write_json
+from posym.data.files import IntegrityError, atomic_directory, json_bytes, load_tensors, read_json, safetensors_chunks, verify_checksums, write_json, write_synced
 from posym.nn import architectures
 from posym.nn.hf import HF_N_POSITIONS
 from posym.data.tasks import PAD
@@ -51,6 +54,21 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+class CheckpointWriteError(IntegrityError):
+    """A checkpoint file could not be written (a full disk, a quota): the job stops, its complete checkpoints stay."""
+
+    def __init__(self, path: Path, err: OSError):
+        super().__init__(path, f"could not be written ({err.strerror or err}); rerun the same command to resume from the last complete checkpoint")
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as err:
+        raise CheckpointWriteError(path, err) from err
+
+
 def write_checkpoint(
     root: Path,
     step: int,
@@ -60,23 +78,34 @@ def write_checkpoint(
     progress: dict,
     trainer_state: tuple[dict[str, torch.Tensor], dict] | None = None,
 ) -> Path:
-    """Publish step-NNNNNN under root for one member of ``model``; returns its path."""
+    """Publish step-NNNNNN under root for one member of ``model``; returns its path.
+
+    Each file is hashed as it is written and synced once, so nothing is read back; a failed write raises
+    :class:`CheckpointWriteError` naming the file, with no step directory left behind."""
     target = step_dir(root, step)
-    with atomic_directory(target) as tmp:
-        save_tensors(tmp / "model.safetensors", model.checkpoint_tensors(member), metadata={"format": "pt"})
-        write_json(tmp / "config.json", model.checkpoint_config())
-        write_json(tmp / "vocab.json", list(vocab))
-        for name, content in hf_tokenizer_files(vocab).items():
-            write_json(tmp / name, content)
-        write_json(tmp / "progress.json", progress)
-        checksums = {name: sha256_file(tmp / name) for name in VERIFIED_FILES + TOKENIZER_FILES}
-        if trainer_state is not None:
-            tensors, meta = trainer_state
-            save_tensors(tmp / "trainer_state.safetensors", tensors)
-            write_json(tmp / "trainer_state.json", meta)
-            checksums.update({name: sha256_file(tmp / name) for name in TRAINER_FILES})
-        write_json(tmp / "checksums.json", checksums)
+    # atomic_directory sits inside _naming(target): the unfinished directory is gone before the error is raised.
+    with _naming(target), atomic_directory(target) as tmp:
+        checksums = {}
+        for name, chunks in _files(model, member, vocab, progress, trainer_state):
+            with _naming(target / name):
+                checksums[name] = write_synced(tmp / name, *chunks)
+        with _naming(target / "checksums.json"):
+            write_synced(tmp / "checksums.json", json_bytes(checksums))
     return target
+
+
+def _files(model, member: int, vocab: list[str], progress: dict, trainer_state) -> Iterator[tuple[str, list]]:
+    """A checkpoint's files but checksums.json, one at a time, so that one file's host copy is held at a time."""
+    yield "model.safetensors", safetensors_chunks(model.checkpoint_tensors(member), metadata={"format": "pt"})
+    yield "config.json", [json_bytes(model.checkpoint_config())]
+    yield "vocab.json", [json_bytes(list(vocab))]
+    for name, content in hf_tokenizer_files(vocab).items():
+        yield name, [json_bytes(content)]
+    yield "progress.json", [json_bytes(progress)]
+    if trainer_state is not None:
+        tensors, meta = trainer_state
+        yield "trainer_state.safetensors", safetensors_chunks(tensors)
+        yield "trainer_state.json", [json_bytes(meta)]
 
 
 def hf_tokenizer_files(vocab: list[str]) -> dict[str, dict]:
