@@ -93,6 +93,17 @@ def test_observations_are_shown_but_never_counted():
     assert claims.summary([table], CLAIMS).set_index("claim").loc["A-6", "verdict"] == claims.REPRODUCED
 
 
+def test_a_check_says_how_far_it_is_from_the_paper_over_seeds():
+    rows = [claims.row("A-3", "pure positional heads", f"{n}", ">= 3", n >= 3, source=SPEC, task="number", seed=s, ours=n, paper=4) for s, n in ((0, 2), (1, 3))]
+    table = claims.with_seed_summary(rows).set_index("seed")
+    assert table.loc["0", "difference"] == -2 and table.loc["0", "relative"] == -0.5
+    assert table.loc[claims.ALL_SEEDS, "ours"] == 2.5 and table.loc[claims.ALL_SEEDS, "relative"] == -0.375
+    assert table.loc[claims.ALL_SEEDS, "measured"] == "1 of 2 seeds pass; 2.5 ± 0.71 (range 2 … 3)"
+    summary = claims.summary([table.reset_index()], CLAIMS).set_index("claim")
+    assert summary.loc["A-3", "distance"] == "number: pure positional heads: 2.5 vs 4 (-1.5, -38 %)"
+    assert summary.loc["A-1", "distance"] == ""  # no check with the paper's number
+
+
 def test_an_unknown_kind_of_evidence_names_the_claim():
     with pytest.raises(ValueError, match="claim A-1: unknown kind of evidence 'measured'"):
         claims.row("A-1", "acc", "1", "1", True, source=SPEC, evidence="measured")

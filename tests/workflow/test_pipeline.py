@@ -33,7 +33,9 @@ def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
         assert f"<td>{item.id}</td>" in html
     # every table and figure of the study's table, every output file of it and every claim's verdicts; all but
     # the fidelity study's, which the tiny config does not run
-    assert html.count(">rendered</a>") == len([i for i in PAPER_A.items if i.notebook != "fidelity"])
+    # the LLM probes' items show the paper's values alone when no model is set (the tiny config), and say so
+    assert html.count(">published values only</a>") == len([i for i in PAPER_A.items if i.notebook == "llm"]) == 3
+    assert html.count(">rendered</a>") == len([i for i in PAPER_A.items if i.notebook not in ("fidelity", "llm")])
     for output in PAPER_A.outputs():
         if output.name.startswith("fidelity_"):
             continue

@@ -238,10 +238,12 @@ def ablation_frame(variant, task, drops: dict, baseline=0.9, layers=2, heads=4) 
 
 
 def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
-    controls = [ablation_frame("nope", "distance", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
+    # the paper's controls: NoPE and RoPE on Task 2 (NoPE does not learn Task 1)
+    controls = [ablation_frame("nope", "count", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
     deposit_in_layer_0 = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60}), *controls])
     table = results.claim_b3(deposit_in_layer_0, 50)
     assert set(table["verdict"]) == {"pass"} and len(table) == 4
+    assert set(table.loc[table["check"].str.startswith("no deposit"), "task"]) == {"count"}
     two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
     assert verdict_of(results.claim_b3(two_heads, 50), "one layer-0") == ["fail"]
     in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60}), *controls])

@@ -92,8 +92,9 @@ def test_c6_can_pass_fail_or_go_untested(measured):
     easy = {"alpha": 1.0, "top_k_percentile": 0.0, "prev_rank": 10**6, "ce_ratio": 0.0}
     impossible = {"alpha": 1e-300, "top_k_percentile": 1.01, "prev_rank": 0, "ce_ratio": 1e9}
     good = {**row, "rho_dir": abs(row["rho_dir"]) + 0.01, "rho_dir_p": 0.0}
-    assert set(rm.claim_c6(pd.DataFrame([good]), easy)["verdict"]) == {"pass"}
-    assert set(rm.claim_c6(pd.DataFrame([row]), impossible)["verdict"]) == {"fail"}
+    # ρ(dir_frac, prev) is shown, never judged: the paper finds it positive with absolute positions too
+    assert list(rm.claim_c6(pd.DataFrame([good]), easy)["verdict"]) == ["observation", "pass", "pass", "pass"]
+    assert list(rm.claim_c6(pd.DataFrame([row]), impossible)["verdict"]) == ["observation", "fail", "fail", "fail"]
     unmeasured = {k: v for k, v in row.items() if not k.startswith("im_")} | {"pairing": "none"}
     verdicts = rm.claim_c6(pd.DataFrame([unmeasured]), thresholds).set_index("check")["verdict"]
     assert list(verdicts)[1:] == ["not tested"] * 3

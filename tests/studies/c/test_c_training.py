@@ -180,24 +180,25 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
         spec = section["arms"][arm]
         for seed, step in enumerate(values):
             rows.append({"arm": arm, "seed": seed, "position": spec["position"], "penalty": spec["penalty"], "formation_step": float(step),
-                         "formed": True, "final_ce_pred": 0.5, "prev_rope_imag_frac": 0.52, "prev_dir_frac": 0.005})  # fmt: skip
+                         "formed": True, "final_ce_pred": 0.5, "prev_rope_imag_frac": 0.9, "prev_dir_frac": 0.005})  # fmt: skip
     runs = pd.DataFrame(rows)
+    null = training.random_imag_fracs(section, "rope_sym", 500, 0)
     table = formation.table4(runs, section).set_index("arm")
     assert table.loc["rope_free", "mean"] == 940 and table.loc["ape_free", "sd"] == 0 and table.loc["ape_sym", "mean (paper)"] == 1740
     contrasts = formation.contrasts(runs, section).set_index("contrast")
     assert contrasts.loc["P1", "p"] == pytest.approx(1 / 252) and contrasts.loc["P3", "shift"] == 1200
     assert (contrasts["q"] >= contrasts["p"]).all() and list(contrasts.index) == ["P1", "P2", "P3", "P4"]
     full = posym_config.deep_merge(section, {"train": {"stop_after_formation": None}})  # every seed trains max_steps
-    measured = formation.measure(runs, full)
+    measured = formation.measure(runs, full, null)
     assert measured["passed"].all() and len(measured) == 7
     verdicts = formation.claim_c4(measured)
     assert (verdicts["verdict"] == "pass").all() and (verdicts["claim"] == "C-4").all()
     worse = runs.assign(final_ce_pred=np.where(runs["arm"] == "ape_sym", 0.9, 0.5), prev_dir_frac=0.3)
-    failed = formation.measure(worse, full).set_index("check")["passed"]
+    failed = formation.measure(worse, full, null).set_index("check")["passed"]
     end_state = ["final ce_pred: ape_sym − ape_free (nats)", "RoPE sym prev head: dir_frac (mean over seeds)"]
     assert not failed[end_state].any()
     # seeds that stop after forming end early: the end-of-training checks are shown, not judged
-    early = formation.measure(worse, section).set_index("check")
+    early = formation.measure(worse, section, null).set_index("check")
     end_state = [check for check in early.index if check.startswith("final ce_pred")] + end_state[1:]
     assert len(end_state) == 4 and early.loc[end_state, "passed"].isna().all() and early["passed"].notna().sum() == 3
     assert early.loc[end_state, "threshold"].str.contains("not judged").all()
@@ -207,6 +208,19 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     censored = runs.assign(formation_step=np.where((runs["arm"] == "ape_sym") & (runs["seed"] == 0), np.nan, runs["formation_step"]))
     row = formation.table4(censored, section).set_index("arm").loc["ape_sym"]
     assert row["formed"] == 4 and str(section["train"]["max_steps"] + section["train"]["eval_every"]) in row["steps"]
+
+
+def test_c4_imag_check_rejects_a_random_head():
+    """A random head's rope_imag_frac is 0.5 on average: the spec's "≥ 0.4" passed it; the null's quantile does not."""
+    section = settings(run=["rope_free", "rope_sym"], seeds=[0, 1])
+    null = training.random_imag_fracs(section, "rope_sym", 2000, 0)
+    assert abs(null.mean() - 0.5) < 0.01 and (null >= 0.4).mean() > 0.9  # what the old threshold let through
+    spec = section["arms"]["rope_sym"]
+    check = "RoPE sym prev head: rope_imag_frac (mean over seeds) above random heads'"
+    for value, passes in ((float(np.median(null)), False), (float(null.max()) + 0.01, True)):
+        runs = pd.DataFrame([{"arm": "rope_sym", "seed": s, "position": spec["position"], "penalty": spec["penalty"], "formation_step": 500.0,
+                              "formed": True, "final_ce_pred": 0.5, "prev_rope_imag_frac": value, "prev_dir_frac": 0.005} for s in (0, 1)])  # fmt: skip
+        assert formation.measure(runs, section, null).set_index("check").loc[check, "passed"] == passes, value
 
 
 # ------------------------------------------------------------------------------------------------ configs

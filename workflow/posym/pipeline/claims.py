@@ -21,9 +21,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
-COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "source", "verdict", "evidence"]
+COLUMNS = ["claim", "task", "check", "seed", "measured", "expected", "source", "verdict", "evidence", "ours", "paper", "difference", "relative"]
+#: The columns of a check's distance to the paper, where it has numbers (:func:`row`'s ``ours`` and ``paper``).
+DISTANCE = ["ours", "paper", "difference", "relative"]
 ALL_SEEDS = "all"
 
 #: The kinds of evidence a check can be, as the report explains them.
@@ -58,10 +61,12 @@ def verdict(passed: bool | None) -> str:
 
 def row(
     claim: str, check: str, measured: str, expected: str, passed: bool | None, *, source: str, task: str = "", seed="",
-    evidence: str = "", observation: bool = False,
+    evidence: str = "", observation: bool = False, ours: float | None = None, paper: float | None = None,
 ) -> dict:
     """One check's row. ``evidence``: its kind (:data:`EVIDENCE`) where it is not the claim's first kind;
-    ``observation``: a row that reports without judging (its verdict :data:`OBSERVATION`, ``passed`` None)."""
+    ``observation``: a row that reports without judging (its verdict :data:`OBSERVATION`, ``passed`` None);
+    ``ours`` and ``paper``: the check's number and the paper's, whose difference (ours − paper, and relative to the
+    paper's) says how far we are."""
     if evidence and evidence not in EVIDENCE:
         raise ValueError(f"claim {claim}: unknown kind of evidence {evidence!r} (known: {', '.join(EVIDENCE)})")
     return {
@@ -74,7 +79,16 @@ def row(
         "source": source,
         "verdict": OBSERVATION if observation else verdict(passed),
         "evidence": evidence,
+        **distance(ours, paper),
     }
+
+
+def distance(ours: float | None, paper: float | None) -> dict:
+    """ours, paper, ours − paper and (ours − paper) / |paper|; NaN where either is missing."""
+    ours, paper = (float("nan") if v is None else float(v) for v in (ours, paper))
+    difference = ours - paper
+    relative = difference / abs(paper) if paper not in (0.0,) and not np.isnan(paper) else float("nan")
+    return {"ours": ours, "paper": paper, "difference": difference, "relative": relative}
 
 
 def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
@@ -87,10 +101,16 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
             continue
         tested = group[group["verdict"] != "not tested"]
         passes = int((tested["verdict"] == "pass").sum())
+        measured = f"{passes} of {len(tested)} seeds pass" if len(tested) else "no seed tested"
+        values = pd.to_numeric(group["ours"], errors="coerce").dropna()
+        if len(values):  # the spread over seeds, and the mean's distance to the paper
+            measured += f"; {values.mean():.4g} ± {values.std(ddof=1) if len(values) > 1 else 0:.2g} (range {values.min():.4g} … {values.max():.4g})"
+        paper = pd.to_numeric(group["paper"], errors="coerce").dropna()
         summary = group.iloc[0].to_dict() | {
             "seed": ALL_SEEDS,
-            "measured": f"{passes} of {len(tested)} seeds pass" if len(tested) else "no seed tested",
+            "measured": measured,
             "verdict": verdict(None if tested.empty else passes == len(tested)),
+            **distance(values.mean() if len(values) else None, paper.iloc[0] if len(paper) else None),
         }
         parts.append(pd.DataFrame([summary]))
     return pd.concat(parts, ignore_index=True) if parts else table
@@ -121,10 +141,22 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[Mapping]) -> pd.Dat
         supporting = counted[~counted.index.isin(deciding.index)]
         overall, ours = _verdict(claim, kinds, deciding, supporting)
         rows.append(
-            {"claim": claim["id"], "statement": claim["statement"], "paper": claim["paper"],
+            {"claim": claim["id"], "distance": farthest(deciding), "statement": claim["statement"], "paper": claim["paper"],
              "evidence": ", ".join(kinds), "ours": ours, "verdict": overall}
         )  # fmt: skip
-    return pd.DataFrame(rows, columns=["claim", "statement", "paper", "evidence", "ours", "verdict"])
+    return pd.DataFrame(rows, columns=["claim", "distance", "statement", "paper", "evidence", "ours", "verdict"])
+
+
+def farthest(checks: pd.DataFrame) -> str:
+    """How far we are: the check with the largest relative difference to the paper ("A-3 number: pure positional
+    heads 2 vs 4 (−2, −50 %)"); empty where no check has the paper's number."""
+    relative = pd.to_numeric(checks["relative"], errors="coerce")
+    if relative.notna().sum() == 0:
+        return ""
+    r = checks.loc[relative.abs().idxmax()]
+    ours, paper, difference = (float(r[k]) for k in ("ours", "paper", "difference"))
+    where = f"{r['task']}: " if r["task"] else ""
+    return f"{where}{r['check']}: {ours:.4g} vs {paper:.4g} ({difference:+.3g}, {100 * float(r['relative']):+.0f} %)"
 
 
 def _verdict(claim: Mapping, kinds: list[str], deciding: pd.DataFrame, supporting: pd.DataFrame) -> tuple[str, str]:

@@ -141,7 +141,8 @@ def _outputs_html(study: str, outputs: list[dict]) -> list[str]:
 
 def _status(study: str, row: dict) -> str:
     if row["applicable"]:
-        return f'<a href="#{_esc(study)}-{_esc(row["key"])}">rendered</a>'
+        what = "published values only" if row.get("published_only") else "rendered"
+        return f'<a href="#{_esc(study)}-{_esc(row["key"])}">{what}</a>'
     return f'<span class="na">{_esc(row["reason"])}</span>'
 
 
@@ -183,8 +184,9 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
         judged = c.verdict not in (claims.NOT_TESTABLE, claims.NOT_APPLICABLE)
         verdict = f'<a href="#{sid}-claims">{_esc(c.verdict)}</a>' if judged else _esc(c.verdict)
         claim_rows.append(
-            f"<tr><td>{_esc(c.claim)}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
-            f"<td>{_esc(c.ours)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td></tr>"
+            f"<tr><td>{_esc(c.claim)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td>"
+            f"<td>{_esc(c.distance) or '—'}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
+            f"<td>{_esc(c.ours)}</td></tr>"
         )
     headline = claims.headline(name, summary["verdict"])
     body = [
@@ -192,8 +194,8 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
         f"<p>{_esc(study['source'])}</p>",
         f'<p class="headline">{_esc(headline[0].upper() + headline[1:])}.</p>',
         f'<h3 id="{sid}-summary">Claims</h3>',
-        '<table class="table"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>decided by</th><th>ours</th>'
-        "<th>verdict</th></tr></thead><tbody>",
+        '<table class="table"><thead><tr><th>claim</th><th>verdict</th><th>farthest from the paper</th><th>statement</th>'
+        "<th>paper</th><th>decided by</th><th>checks</th></tr></thead><tbody>",
         *claim_rows,
         "</tbody></table>",
         *_checklist(study["id"], [i for i in study["items"] if i["paper"]], "Tables and figures of the paper"),

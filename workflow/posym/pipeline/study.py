@@ -203,6 +203,7 @@ class Item:
     outputs: tuple[Output, ...]
     claim: str | None = None
     paper: bool = True  # a table or figure of the paper (else one of posym's own additions)
+    ours_when: dict | list | None = None  # the settings under which it shows posym's values (else the paper's only)
 
     @property
     def key(self) -> str:
@@ -271,6 +272,7 @@ class Study:
                 tuple(self._output(o) for o in row["outputs"]),
                 row.get("claim"),
                 row.get("paper", True),
+                row.get("ours_when"),
             )
             for row in table["items"]
         ]
@@ -472,7 +474,8 @@ class Study:
             "source": self.source,
             "items": [
                 {"id": i.id, "key": i.key, "title": i.title, "category": i.category, "claim": i.claim,
-                 "paper": i.paper, "outputs": files(i.outputs), **status(i.notebook)}
+                 "paper": i.paper, "outputs": files(i.outputs), **status(i.notebook),
+                 "published_only": i.ours_when is not None and not condition_holds(i.ours_when, config[self.id])}
                 for i in self.items
             ],  # fmt: skip
             "claims": [

@@ -274,7 +274,8 @@ def purity_final_table(purity: pd.DataFrame) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------ claims
 
-Check = tuple[str, str, str, bool, str]  # check, measured, expected, passed, source of the threshold
+#: check, measured, expected, passed, source of the threshold, and (optional) our number and the paper's
+Check = tuple
 
 #: Where claim A-3's thresholds come from.
 A3_SOURCE = "spec §A12 A-3; Fig 2C / Fig 7 (spec §A5: Number L0–L3 positional, L4–L11 symbolic; Letter L1–L11 symbolic)"
@@ -282,10 +283,11 @@ A3_START_SOURCE = "spec §A12 A-3; Fig 2B / Fig 6 (spec §A5: positional ≈ sym
 
 
 def _rows(claim: str, task: str, seed, checks: list[Check]) -> list[dict]:
-    return [
-        claims.row(claim, check, measured, expected, passed, source=source, task=task, seed=seed)
-        for check, measured, expected, passed, source in checks
-    ]
+    rows = []
+    for check, measured, expected, passed, source, *numbers in checks:
+        ours, paper = numbers or (None, None)
+        rows.append(claims.row(claim, check, measured, expected, passed, source=source, task=task, seed=seed, ours=ours, paper=paper))
+    return rows
 
 
 def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, thresholds: Mapping, gamma: float = CLAIM_GAMMA) -> pd.DataFrame:
@@ -325,6 +327,8 @@ def _pure_head_checks(task: str, heads: dict[str, str], thresholds: Mapping) -> 
                 f"≥ {n_pos} in L0–L{last} (paper 4: L0–L3)",
                 len(positional) >= n_pos and max(positional) <= last,
                 A3_SOURCE,
+                len(positional),
+                4,
             ),
             (
                 f"≥ {n_sym} pure symbolic heads, all in layers ≥ {first}",
@@ -332,6 +336,8 @@ def _pure_head_checks(task: str, heads: dict[str, str], thresholds: Mapping) -> 
                 f"≥ {n_sym} in L{first}+ (paper 8: L4–L11)",
                 len(symbolic) >= n_sym and min(symbolic) >= first,
                 A3_SOURCE,
+                len(symbolic),
+                8,
             ),
         ]
     most, n_sym = thresholds["letter_positional"], thresholds["letter_symbolic"]
@@ -342,8 +348,10 @@ def _pure_head_checks(task: str, heads: dict[str, str], thresholds: Mapping) -> 
             f"{'' if most == 0 else '≤ '}{most} (paper 0)",
             len(positional) <= most,
             A3_SOURCE,
+            len(positional),
+            0,
         ),
-        (f"≥ {n_sym} pure symbolic heads", shown["symbolic"], f"≥ {n_sym} (paper 11: L1–L11)", len(symbolic) >= n_sym, A3_SOURCE),
+        (f"≥ {n_sym} pure symbolic heads", shown["symbolic"], f"≥ {n_sym} (paper 11: L1–L11)", len(symbolic) >= n_sym, A3_SOURCE, len(symbolic), 11),
     ]
 
 

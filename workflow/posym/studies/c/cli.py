@@ -101,6 +101,7 @@ def cmd_train(args) -> None:
 
 def cmd_formation(args) -> None:
     from . import formation
+    from .training import random_imag_fracs
 
     section = command_settings(args, STUDY, "training")["training"]
     tables = {name: gathered(getattr(args, name)) for name in ("runs", "curves", "heads")}
@@ -109,7 +110,9 @@ def cmd_formation(args) -> None:
     write_csv(args.out_heads, tables["heads"])
     write_csv(args.out_table4, formation.table4(tables["runs"], section))
     write_csv(args.out_contrasts, formation.contrasts(tables["runs"], section))
-    measured = formation.measure(tables["runs"], section)
+    claims = section["claims"]
+    imag_null = random_imag_fracs(section, "rope_sym", claims["null_heads"], claims["null_seed"])
+    measured = formation.measure(tables["runs"], section, imag_null)
     write_csv(args.out_claims, measured)
     judged = measured["passed"].dropna()
     log.info("C-4: %d of %d checks judged pass (%d not judged)", int(judged.astype(bool).sum()), len(judged), len(measured) - len(judged))

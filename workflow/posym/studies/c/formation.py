@@ -65,8 +65,12 @@ def contrasts(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
     return table
 
 
-def measure(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
+def measure(runs: pd.DataFrame, training: Mapping, imag_null: np.ndarray) -> pd.DataFrame:
     """Claim C-4's checks as rows ``check, measured, threshold, kind, passed`` (kind: order, min, max).
+
+    The sym-RoPE prev head's rope_imag_frac is judged against ``imag_null``, the rope_imag_frac of random heads of
+    its shape (posym.studies.c.training.random_imag_fracs): it must exceed their ``sym_prev_imag_quantile``
+    quantile. A random head's is 0.5 on average, so the spec's "≥ 0.4" would pass any head.
 
     Two checks judge the end of training: every arm's final ce_pred against its free arm (the capability floor)
     and the sym-RoPE prev head's dir_frac (how hard the penalty is enforced); the paper reads both after its
@@ -105,8 +109,11 @@ def measure(runs: pd.DataFrame, training: Mapping) -> pd.DataFrame:
     sym = runs[runs["arm"] == "rope_sym"]
     if len(sym):
         imag, direction = sym["prev_rope_imag_frac"].mean(), sym["prev_dir_frac"].mean()
-        add("RoPE sym prev head: rope_imag_frac (mean over seeds)", f"{imag:.3f} (paper {paper.SYM_PREV_HEAD['rope_imag_frac']})",
-            f"≥ {thresholds['sym_prev_imag_frac']:g}", "min", bool(imag >= thresholds["sym_prev_imag_frac"]))  # fmt: skip
+        quantile = thresholds["sym_prev_imag_quantile"]
+        floor = float(np.quantile(imag_null, quantile))
+        add("RoPE sym prev head: rope_imag_frac (mean over seeds) above random heads'", f"{imag:.3f} (paper {paper.SYM_PREV_HEAD['rope_imag_frac']})",
+            f"> {floor:.3f}, the {quantile:g} quantile of {len(imag_null)} random heads (mean {imag_null.mean():.3f})", "min",
+            bool(imag > floor))  # fmt: skip
         add("RoPE sym prev head: dir_frac (mean over seeds)", f"{direction:.4f} (paper ≈ {paper.SYM_PREV_HEAD['dir_frac']})",
             f"≤ {thresholds['sym_prev_dir_frac']:g}{at_the_end or ''}", "max", None if at_the_end else bool(direction <= thresholds["sym_prev_dir_frac"]))  # fmt: skip
     return pd.DataFrame(rows, columns=["check", "measured", "threshold", "kind", "passed"])

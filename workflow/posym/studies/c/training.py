@@ -125,6 +125,15 @@ def head_imag_shares(W_Q: torch.Tensor, W_K: torch.Tensor, rotary_dim: int, deta
     return imaginary / (total.detach() if detach_denominator else total)
 
 
+def random_imag_fracs(training: Mapping, arm: str, heads: int, seed: int) -> np.ndarray:
+    """rope_imag_frac of ``heads`` random heads of ``arm``'s shape (W_Q, W_K standard normal: the share is scale-free):
+    the null a trained head's is compared with."""
+    config = model_config(training["task"]["vocab_size"], arm_model_settings(training, arm))
+    generator = torch.Generator().manual_seed(seed)
+    W_Q, W_K = (torch.randn(heads, config.d_model, config.head_dim, generator=generator, dtype=torch.float64) for _ in "QK")
+    return head_imag_shares(W_Q, W_K, config.rotary).numpy()
+
+
 def penalties(model: AttentionOnly) -> dict[str, torch.Tensor]:
     """Each member's sym and imag penalty (S,): the mean share over every head of every layer."""
     W_Q, W_K = model.qk_weights()
