@@ -14,6 +14,7 @@ import torch
 from conftest import CONFIG_MATRIX, REPO, copy_repo, planned_jobs, snakemake
 from posym.pipeline import config as posym_config
 from posym.nn import positions
+from posym.studies.c import paper
 from posym.studies.c import qk_fingerprint as qk
 from posym.studies.c import formation, training
 from posym.studies.c.architecture import model_config
@@ -215,6 +216,7 @@ def test_c4_imag_check_rejects_a_random_head():
     section = settings(run=["rope_free", "rope_sym"], seeds=[0, 1])
     null = training.random_imag_fracs(section, "rope_sym", 2000, 0)
     assert abs(null.mean() - 0.5) < 0.01 and (null >= 0.4).mean() > 0.9  # what the old threshold let through
+    assert np.quantile(null, 0.95) < paper.SYM_PREV_HEAD["rope_imag_frac"]  # the paper's sym prev head (0.52) is above it
     spec = section["arms"]["rope_sym"]
     check = "RoPE sym prev head: rope_imag_frac (mean over seeds) above random heads'"
     for value, passes in ((float(np.median(null)), False), (float(null.max()) + 0.01, True)):
