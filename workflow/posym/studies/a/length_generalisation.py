@@ -301,6 +301,8 @@ def claim_a5(length: pd.DataFrame, seeds: list[int], thresholds: Mapping) -> pd.
                     f"{relation} {threshold}",
                     None if np.isnan(value) else passed,
                     source,
+                    ours=None if np.isnan(value) else value,
+                    paper=float(paper_accuracy(task, [extra])[0]),
                 )
             )
         rows += _comparison_rows(curve, seed, thresholds)
@@ -325,7 +327,7 @@ def _band_row(task: str, seed: int, gaps: pd.DataFrame, tolerance: float) -> dic
         measured += "; outside at x = " + ", ".join(f"{r.extra_tokens} ({r.gap:+.2f})" for r in outside.itertuples())
     else:
         measured += f"; all {len(gaps)} points within"
-    return _row(check, seed, measured, expected, outside.empty, band_source(tolerance), task=task)
+    return _row(check, seed, measured, expected, outside.empty, band_source(tolerance), task=task, ours=worst["ours"], paper=worst["paper"])
 
 
 def _comparison_rows(curve: dict[str, pd.Series], seed: int, thresholds: Mapping) -> list[dict]:
@@ -362,5 +364,7 @@ def _comparison_rows(curve: dict[str, pd.Series], seed: int, thresholds: Mapping
     ]
 
 
-def _row(check: str, seed: int, measured: str, expected: str, passed: bool | None, source: str, task: str = "") -> dict:
-    return claims.row("A-5", check, measured, expected, passed, source=source, task=task, seed=seed)
+def _row(
+    check: str, seed: int, measured: str, expected: str, passed: bool | None, source: str, task: str = "", ours=None, paper=None
+) -> dict:
+    return claims.row("A-5", check, measured, expected, passed, source=source, task=task, seed=seed, ours=ours, paper=paper)

@@ -116,7 +116,8 @@ def claim_b1(runs: pd.DataFrame) -> pd.DataFrame:
     if not rope:
         rows.append(_missing("B-1", "RoPE accuracy", "≥ 85 %", "rope", task="distance", source=source))
     for seed, value in rope.items():
-        rows.append(verdicts.row("B-1", "RoPE accuracy", f"{value:.2f} %", "≥ 85 %", value >= 85, source=source, task="distance", seed=seed))
+        rows.append(verdicts.row("B-1", "RoPE accuracy", f"{value:.2f} %", "≥ 85 %", value >= 85, source=source, task="distance", seed=seed,
+                                 ours=value, paper=_paper_number("rope", "distance")))  # fmt: skip
     for other, label in (("nope", "NoPE"), ("alibi", "ALiBi")):
         theirs = _run_accuracy(runs, other, "distance")
         check, expected = f"RoPE − {label}", "≥ 30 points"
@@ -140,13 +141,21 @@ def claim_b2(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append(_missing("B-2", "NoPE − RoPE", "> 0 points", *[v for v, d in (("nope", nope), ("rope", rope)) if not d], task="count", source=source))
     for seed in seeds:
         gap = nope[seed] - rope[seed]
-        rows.append(verdicts.row("B-2", "NoPE − RoPE", f"{gap:.2f} points ({nope[seed]:.2f} vs {rope[seed]:.2f})", "> 0 points", gap > 0, source=source, task="count", seed=seed))
+        paper_gap = _paper_number("nope", "count") - _paper_number("rope", "count")
+        rows.append(verdicts.row("B-2", "NoPE − RoPE", f"{gap:.2f} points ({nope[seed]:.2f} vs {rope[seed]:.2f})", "> 0 points", gap > 0, source=source, task="count", seed=seed,
+                                 ours=gap, paper=paper_gap))  # fmt: skip
     source = SOURCES[("B-2", "MLA accuracy")]
     if not mla:
         rows.append(_missing("B-2", "MLA accuracy", "≥ 90 %", "mla", task="count", source=source))
     for seed, value in mla.items():
-        rows.append(verdicts.row("B-2", "MLA accuracy", f"{value:.2f} %", "≥ 90 %", value >= 90, source=source, task="count", seed=seed))
+        rows.append(verdicts.row("B-2", "MLA accuracy", f"{value:.2f} %", "≥ 90 %", value >= 90, source=source, task="count", seed=seed,
+                                 ours=value, paper=_paper_number("mla", "count")))  # fmt: skip
     return verdicts.with_seed_summary(rows)
+
+
+def _paper_number(variant: str, task: str) -> float:
+    """The notes' accuracy (%) of a variant on a task (spec §B6; paper.ACCURACY), where it is a number."""
+    return float(paper.ACCURACY[(variant, task)])
 
 
 def claim_b4(runs: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:

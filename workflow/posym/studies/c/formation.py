@@ -84,8 +84,8 @@ def measure(runs: pd.DataFrame, training: Mapping, imag_null: np.ndarray) -> pd.
     mean = runs.groupby("arm")["steps"].mean()
     rows = []
 
-    def add(check, measured, threshold, kind, passed):
-        rows.append({"check": check, "measured": measured, "threshold": threshold, "kind": kind, "passed": passed})
+    def add(check, measured, threshold, kind, passed, ours=None, paper_value=None):
+        rows.append({"check": check, "measured": measured, "threshold": threshold, "kind": kind, "passed": passed, "ours": ours, "paper": paper_value})
 
     order = ["ape_free", "rope_free", "rope_sym"]
     if all(a in median for a in order):
@@ -95,7 +95,7 @@ def measure(runs: pd.DataFrame, training: Mapping, imag_null: np.ndarray) -> pd.
     if "ape_sym" in mean and "ape_free" in mean:
         ratio = mean["ape_sym"] / mean["ape_free"]
         add("mean formation APE sym / APE free", f"{ratio:.2f}", f"≥ {thresholds['ape_sym_ratio']:g} (paper {paper.APE_SYM_RATIO}×)", "min",
-            bool(ratio >= thresholds["ape_sym_ratio"]))  # fmt: skip
+            bool(ratio >= thresholds["ape_sym_ratio"]), ratio, paper.APE_SYM_RATIO)  # fmt: skip
     final = runs.groupby("arm")["final_ce_pred"].mean()
     position = runs.groupby("arm")["position"].first()
     free = {position[a]: a for a in final.index if runs.loc[runs["arm"] == a, "penalty"].iloc[0] == "none"}
@@ -113,20 +113,26 @@ def measure(runs: pd.DataFrame, training: Mapping, imag_null: np.ndarray) -> pd.
         floor = float(np.quantile(imag_null, quantile))
         add("RoPE sym prev head: rope_imag_frac (mean over seeds) above random heads'", f"{imag:.3f} (paper {paper.SYM_PREV_HEAD['rope_imag_frac']})",
             f"> {floor:.3f}, the {quantile:g} quantile of {len(imag_null)} random heads (mean {imag_null.mean():.3f})", "min",
-            bool(imag > floor))  # fmt: skip
+            bool(imag > floor), imag, paper.SYM_PREV_HEAD["rope_imag_frac"])  # fmt: skip
         add("RoPE sym prev head: dir_frac (mean over seeds)", f"{direction:.4f} (paper ≈ {paper.SYM_PREV_HEAD['dir_frac']})",
-            f"≤ {thresholds['sym_prev_dir_frac']:g}{at_the_end or ''}", "max", None if at_the_end else bool(direction <= thresholds["sym_prev_dir_frac"]))  # fmt: skip
-    return pd.DataFrame(rows, columns=["check", "measured", "threshold", "kind", "passed"])
+            f"≤ {thresholds['sym_prev_dir_frac']:g}{at_the_end or ''}", "max", None if at_the_end else bool(direction <= thresholds["sym_prev_dir_frac"]), direction, paper.SYM_PREV_HEAD["dir_frac"])  # fmt: skip
+    return pd.DataFrame(rows, columns=["check", "measured", "threshold", "kind", "passed", "ours", "paper"])
 
 
 def claim_c4(measured: pd.DataFrame) -> pd.DataFrame:
     """Claim C-4's verdict rows from :func:`measure`'s table, which the job ``posym c formation`` writes (each check's
     value, threshold and pass / fail, at the section's ``training.claims``); the training notebook calls this."""
     rows = [
-        verdicts.row("C-4", r["check"], str(r["measured"]), str(r["threshold"]), None if _untested(r["passed"]) else _true(r["passed"]), source=SOURCE)
+        verdicts.row("C-4", r["check"], str(r["measured"]), str(r["threshold"]), None if _untested(r["passed"]) else _true(r["passed"]), source=SOURCE,
+                     ours=_number(r.get("ours")), paper=_number(r.get("paper")))  # fmt: skip
         for _, r in measured.iterrows()
     ]
     return pd.DataFrame(rows, columns=verdicts.COLUMNS)
+
+
+def _number(value) -> float | None:
+    """A table cell as a number; None for an empty one (a check without the paper's number)."""
+    return None if value is None or value == "" or (isinstance(value, float) and np.isnan(value)) else float(value)
 
 
 def _untested(passed) -> bool:
