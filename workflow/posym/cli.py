@@ -178,6 +178,13 @@ def cmd_report(args) -> None:
     log.info("report written: %s", path)
 
 
+def cmd_committed_verdicts(args) -> None:
+    from posym.pipeline import committed
+
+    changed = committed.write_readme(args.readme, args.reports)
+    log.info("%s: the committed reports' verdicts %s", args.readme, "rewritten" if changed else "unchanged")
+
+
 # --------------------------------------------------------------------------- pretrained models
 
 
@@ -255,6 +262,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--parameters", action="append", help="JSON object of notebook parameters (several are merged)")
     s.add_argument("--threads", type=int, default=1, help="CPU threads of the notebook's kernel")
     s.set_defaults(func=cmd_notebook)
+
+    s = sub.add_parser("committed-verdicts", help="write the committed reports' verdicts into the README's table")
+    s.add_argument("--reports", type=Path, default=Path("reports"), help="the committed reports (reports/<version>/)")
+    s.add_argument("--readme", type=Path, default=Path("README.md"))
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_committed_verdicts)
 
     s = sub.add_parser("report", help="assemble a versioned report directory")
     s.add_argument("--out", required=True)

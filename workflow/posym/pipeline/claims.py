@@ -161,6 +161,8 @@ def farthest(checks: pd.DataFrame) -> str:
 
 def _verdict(claim: Mapping, kinds: list[str], deciding: pd.DataFrame, supporting: pd.DataFrame) -> tuple[str, str]:
     if not claim.get("applicable", True):
+        if claim.get("needs"):  # the analysis needs something this configuration lacks, and says where to get it
+            return NOT_TESTABLE, f"needs {claim['needs']}"
         return NOT_APPLICABLE, claim["reason"]
     support = _counts(supporting, "supporting checks") if len(supporting) else ""
     if set(kinds) == {CODE}:

@@ -1,0 +1,42 @@
+"""The README's table of the committed reports' verdicts is generated from the reports, never typed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO
+from posym import cli
+from posym.pipeline import claims, committed
+
+
+def test_the_readme_shows_the_committed_reports_verdicts_as_generated():
+    text = (REPO / "README.md").read_text()
+    assert committed.readme_block(REPO / "reports") in text, "run `posym committed-verdicts` after committing a report"
+
+
+def test_an_older_report_is_judged_again_from_its_own_check_tables():
+    summaries, recorded = committed.report_verdicts(REPO / "reports" / "5331f97-cfg3fb5c4604c")
+    verdicts = summaries["c"].set_index("claim")["verdict"]
+    assert not recorded
+    assert verdicts["C-2"] == verdicts["C-3"] == claims.NOT_TESTABLE  # identities: code checks never decide
+    assert verdicts["C-4"] == claims.PARTLY  # its end-of-training checks were not judged
+    assert verdicts["C-6"] == claims.NOT_TESTABLE and "configs/paper_c_offline.yaml" in summaries["c"].set_index("claim").loc["C-6", "ours"]
+
+
+def test_a_report_that_records_its_verdicts_is_shown_as_recorded(tmp_path):
+    reports = tmp_path / "reports"
+    report = reports / "abc1234-cfg0123456789"
+    report.mkdir(parents=True)
+    verdicts = [{"claim": "B-1", "verdict": claims.REPRODUCED}, {"claim": "B-2", "verdict": claims.NOT_REPRODUCED}]
+    (report / "manifest.json").write_text(json.dumps({"studies": {"b": {}}, "verdicts": {"b": verdicts}}))
+    block = committed.readme_block(reports)
+    assert "| [abc1234-cfg0123456789](reports/abc1234-cfg0123456789/index.html) | b | paper B: 1 of 2 claims reproduced, 1 not reproduced |" in block
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{committed.BEGIN}\nstale\n{committed.END}\ntail\n")
+    assert cli.main(["committed-verdicts", "--reports", str(reports), "--readme", str(readme)]) == 0
+    assert readme.read_text() == f"# x\n{block}\ntail\n"
+    readme.write_text("# no block\n")
+    with pytest.raises(ValueError, match="has no block"):
+        committed.write_readme(readme, reports)
