@@ -17,6 +17,7 @@ import pandas as pd
 import seaborn as sns
 
 from posym.pipeline import claims as verdicts
+from posym.pipeline import variants as run_grid
 from posym.nn.positions import PartialRope
 
 from . import paper
@@ -58,10 +59,10 @@ def rope_heads_table(runs: pd.DataFrame, variants: Mapping[str, dict], n_head: i
     """Task-1 accuracy of the partial-RoPE variants by the number of rotated heads k (mean over seeds; "all" is
     the model's ``n_head`` unless the variant sets its own)."""
     heads = {}
-    for name, spec in variants.items():
-        model = spec.get("model", {})
+    for name, overrides in variants.items():
+        model = run_grid.resolve({"model": {"n_head": n_head}}, overrides)["model"]  # the one merge of a variant
         if model.get("position") == "partial_rope":
-            heads[name] = PartialRope.rotated_heads(model.get("rope_heads"), model.get("n_head", n_head))
+            heads[name] = PartialRope.rotated_heads(model.get("rope_heads"), model["n_head"])
     part = runs[(runs["task"] == "distance") & runs["variant"].isin(list(heads))]
     table = part.groupby("variant", sort=False)["accuracy"].agg(ours="mean", seeds="count").reset_index()
     table.insert(0, "k", [heads[v] for v in table["variant"]])
