@@ -6,6 +6,7 @@ from __future__ import annotations
 from jsonschema import Draft7Validator
 
 from posym.pipeline import study as studies
+from posym.pipeline import variants as run_grid
 from . import architecture
 from .tasks.words import VOCAB_SIZE
 from .variants import variant_settings
@@ -25,7 +26,8 @@ def problems(section: dict, prefix: str) -> list[str]:
             known = schema[part]["properties"]
             for key in sorted(set(overrides.get(part, {})) - set(known)):
                 problem(f"variants.{variant}.{part}.{key}", f"unknown {part} setting (known: {', '.join(known)})")
-            merged = {**section[part], **{k: v for k, v in overrides.get(part, {}).items() if k in known}}
+            known_overrides = {part: {k: v for k, v in overrides.get(part, {}).items() if k in known}}
+            merged = run_grid.resolve(section, known_overrides)[part]
             for error in Draft7Validator(schema[part]).iter_errors(merged):
                 key = ".".join(map(str, error.absolute_path))
                 source = f"variants.{variant}.{part}.{key}" if key.split(".")[0] in overrides.get(part, {}) else f"{part}.{key}"
