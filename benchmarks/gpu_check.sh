@@ -89,7 +89,7 @@ a:
 EOF
 configs+=("$scratch/gpu_check.yaml")
 mkdir -p "$scratch/workflow"
-target=results/a/eval/number/seed0/test.csv
+target=results/a/eval/main/number/seed0/test.csv  # the plain run: variant main
 workflow_start=$(date +%s.%N)
 # Targets before --configfile: it takes every word that follows.
 if ! "$PYTHON" -m snakemake -s "$repo/Snakefile" --directory "$scratch/workflow" --cores all "$target" \
@@ -129,11 +129,11 @@ tests = {"exit_code": int(tests_rc), **counts, "passed": counts["tests"] - count
 throughput_path = out / f"train_throughput_{device}.json"
 throughput = json.loads(throughput_path.read_text())
 
-index = json.loads((workflow / f"results/a/train/{task}/seed{seed}/checkpoints.json").read_text())
+index = json.loads((workflow / f"results/a/train/main/{task}/seed{seed}/checkpoints.json").read_text())
 bench = workflow / "results/a/benchmarks"
-job_seconds = float(pd.read_csv(bench / f"train/{task}-seed{seed}.tsv", sep="\t")["s"].iloc[-1])
-eval_seconds = float(pd.read_csv(bench / f"evaluate_test/{task}-seed{seed}.tsv", sep="\t")["s"].iloc[-1])
-test = pd.read_csv(workflow / f"results/a/eval/{task}/seed{seed}/test.csv")
+job_seconds = float(pd.read_csv(bench / f"train/main/{task}-seed{seed}.tsv", sep="\t")["s"].iloc[-1])
+eval_seconds = float(pd.read_csv(bench / f"evaluate_test/main/{task}-seed{seed}.tsv", sep="\t")["s"].iloc[-1])
+test = pd.read_csv(workflow / f"results/a/eval/main/{task}/seed{seed}/test.csv")
 precision = index["train"]["precision"]  # as the trainer resolved it ("auto": bf16 on CUDA, fp32 on a CPU)
 end_to_end = {
     "task": task,

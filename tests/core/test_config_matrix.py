@@ -110,7 +110,9 @@ def test_a_model_without_rope_runs_and_its_report_says_why_items_are_missing(tmp
         else:
             assert entry["applicable"] and entry["files"], item_id
     assert html.count(f"not applicable to this model: a.model.position is &#x27;{name}&#x27;") == len(rope_only)
-    assert html.count(">rendered</a>") == len(paper_a.items) - len(off) - (len(rope_only) - 1)  # A-4 is a claim
+    published_only = [row.id for row in paper_a.items if row.notebook == "llm"]  # no language model configured
+    assert html.count(">published values only</a>") == len(published_only)
+    assert html.count(">rendered</a>") == len(paper_a.items) - len(off) - (len(rope_only) - 1) - len(published_only)  # A-4 is a claim
     assert not (report / "a" / "figures" / "fig8_frequency.png").exists()
     # The other analyses ran on the model as it is: scores, flow, discrepancy, length.
     scores = pd.read_csv(report / "a" / "tables" / "fig6_scores_initial_final.csv")

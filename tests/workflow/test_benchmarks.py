@@ -104,7 +104,7 @@ def test_gpu_check_runs_on_the_cpu_at_min_size(tmp_path):
     assert check["five_seeds_packed_estimate"]["seeds"] == 5
     # A tiny model is not compared with the paper's training, nor held to the GPU targets.
     assert not {"paper", "targets"} & set(check) and check["summary"]
-    assert (scratch / "workflow" / "results" / "a" / "benchmarks" / "train" / "number-seed0.tsv").is_file()
+    assert (scratch / "workflow" / "results" / "a" / "benchmarks" / "train" / "main" / "number-seed0.tsv").is_file()
 
 
 def test_qk_fingerprint_speed_compares_each_path_with_its_reference(tmp_path):

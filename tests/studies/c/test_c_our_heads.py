@@ -135,7 +135,7 @@ def test_on_the_tiny_runs_only_the_fingerprint_jobs_run_and_the_notebook_answers
     assert plan == {"c_our_heads": 2, "c_our_heads_gather": 1, "c_notebook_our_heads": 1}
     snakemake(workdir, target, configfiles=CONFIG_MATRIX["ac"])
     table = pd.read_csv(workdir / "results" / "c" / "our_heads" / "our_heads.csv")
-    scores = pd.concat(pd.read_csv(p).assign(task=p.parts[-3]) for p in (workdir / "results" / "a" / "scores").glob("*/seed0/scores.csv"))
+    scores = pd.concat(pd.read_csv(p).assign(task=p.parts[-3]) for p in (workdir / "results" / "a" / "scores" / "main").glob("*/seed0/scores.csv"))
     assert len(table) == len(scores) and set(table["task"]) == {"number", "letter"}
     assert (table["fold_error"] < 1e-4).all() and table["rotary"].all() and (table["rank"] == 31).all()
     assert table[["dir_frac", "D_head", "dir_frac_z", "rope_imag_frac", "hi_freq_dir"]].notna().all().all()
