@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from posym.pipeline import config, paths, study, variants
+from posym.pipeline import config, jobs, paths, study, variants
 
 
 def test_a_variant_is_its_overrides_over_the_section_one_level_deep():
@@ -14,7 +14,7 @@ def test_a_variant_is_its_overrides_over_the_section_one_level_deep():
     settings = variants.resolve(section, {"model": {"position": "nope"}, "seeds": [1, 2]})
     assert settings == {"model": {"n_layer": 2, "position": "nope"}, "train": {"steps": 10}, "seeds": [1, 2]}
     assert section["model"]["position"] == "rope"  # the section is left as it was
-    assert variants.settings_json(section, {}, ["train"]) == '{"train": {"steps": 10}}'
+    assert jobs.settings_json(variants.resolve(section, {}), ["train"]) == '{"train": {"steps": 10}}'
 
 
 def test_a_grid_of_factors_makes_one_variant_per_combination_the_last_factor_fastest():
@@ -49,13 +49,16 @@ def test_paper_a_fidelity_grid_is_variants_that_train_once_per_recipe():
     assert list(grid.variants) == ["main", "pdrop0-batch64-last", "pdrop0-batch64-best_validation", "pdrop0.1-batch64-last", "pdrop0.1-batch64-best_validation"]
     assert grid.variants["pdrop0.1-batch64-best_validation"] == {"model": {"embd_pdrop": 0.1}, "train": {"batch_size": 64}, "final_checkpoint": {"choice": "best_validation"}}
     assert variants.resolve(section, grid.variants["pdrop0.1-batch64-best_validation"])["final_checkpoint"]["validation_every"] == section["final_checkpoint"]["validation_every"]
-    trainer = {name: variants.training_variant(grid, section, name) for name in grid.variants}
+    trainer = variants.trainers(grid, section)
     # the plain run's recipe is dropout 0 at batch 64: both of its choices read the plain run's training
     assert trainer == {"main": "main", "pdrop0-batch64-last": "main", "pdrop0-batch64-best_validation": "main",
                        "pdrop0.1-batch64-last": "pdrop0.1-batch64-last", "pdrop0.1-batch64-best_validation": "pdrop0.1-batch64-last"}  # fmt: skip
     fidelity = grid.runs("fidelity")
     assert fidelity[0] == {"variant": "pdrop0-batch64-last", "task": "number", "seed": 0, "recipe": "pdrop0-batch64", "choice": "last"}
     assert len(fidelity) == 4 * 2 and len(grid.all_runs()) == len(grid.runs()) + len(fidelity)
+    # the plain run trains its seeds and those of the fidelity variants it trains for
+    assert variants.training_seeds(grid, trainer, "main", "number") == sorted(set(section["seeds"]) | {0})
+    assert variants.training_seeds(grid, trainer, "pdrop0.1-batch64-last", "letter") == [0]
     assert variants.run_grid("a", fidelity_section() | {"fidelity": None}).variants == {"main": {}}
 
 

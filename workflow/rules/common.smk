@@ -24,6 +24,8 @@ REPORT_DIR = f"reports/{VERSION}"
 STUDIES = [posym_study.load(study_id) for study_id in config["studies"]]
 # Each study's run grid (posym.pipeline.variants): its variants, and the runs of each run set.
 GRIDS = {study.id: study.grid(config) for study in STUDIES}
+# Each variant's training variant, by study (posym.pipeline.variants.trainers).
+TRAINERS = {sid: variants.trainers(grid, config[sid]) for sid, grid in GRIDS.items()}
 TRAINING_ENV = os.path.join(REPO, "envs", "training.yaml")
 ANALYSIS_ENV = os.path.join(REPO, "envs", "analysis.yaml")
 # Benchmark results committed with the code (benchmarks/results/*.json); the report shows them.
@@ -46,9 +48,7 @@ def variant_settings(*parts):
     as --settings JSON."""
 
     def settings(wildcards):
-        return variants.settings_json(
-            config[wildcards.study], variant_overrides(wildcards), parts
-        )
+        return posym_jobs.settings_json(variant_section(wildcards), parts)
 
     return settings
 
@@ -60,23 +60,7 @@ def variant_section(wildcards):
 
 def training_variant(wildcards):
     """The variant whose training the job's variant reads (itself, unless an earlier variant trains the same)."""
-    return variants.training_variant(
-        GRIDS[wildcards.study], config[wildcards.study], wildcards.variant
-    )
-
-
-def training_seeds(study, variant, task):
-    """The seeds ``variant`` trains on ``task``: those of every run of the grid whose training it is."""
-    grid = GRIDS[study]
-    return sorted(
-        {
-            run["seed"]
-            for run in grid.all_runs()
-            if run["task"] == task
-            and variants.training_variant(grid, config[study], run["variant"])
-            == variant
-        }
-    )
+    return TRAINERS[wildcards.study][wildcards.variant]
 
 
 def output_dir(wildcards, output):
@@ -190,7 +174,8 @@ def trained_in(wildcards):
     study, task, seed = wildcards.study, wildcards.task, int(wildcards.seed)
     trainer = training_variant(wildcards)
     settings = variants.resolve(config[study], GRIDS[study].variants[trainer])["train"]
-    pack = seed_pack(settings, training_seeds(study, trainer, task), seed)
+    seeds = variants.training_seeds(GRIDS[study], TRAINERS[study], trainer, task)
+    pack = seed_pack(settings, seeds, seed)
     return paths.PACK.format(study=study, variant=trainer, task=task, pack=pack)
 
 

@@ -5,7 +5,7 @@
 # every later rule reads one run's files whichever way it trained. That job also names the checkpoint the analyses
 # read (the variant's final_checkpoint: the last, or the best on the validation split), so changing the choice
 # reruns the analyses but never the training, and variants that differ only in that choice train once (the first
-# of them trains; posym.pipeline.variants.training_variant).
+# of them trains; posym.pipeline.variants.trainers).
 # Checkpoints live under checkpoints/ beside the declared outputs, not among them: Snakemake deletes declared
 # outputs before a rerun, and an interrupted job must find its checkpoints to resume from.
 

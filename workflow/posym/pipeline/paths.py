@@ -36,9 +36,7 @@ TEST_ACCURACY = "results/{study}/eval/" + RUN + "/test.csv"
 NAMED = {
     "checkpoints": CHECKPOINTS,
     "metrics": METRICS,
-    "losses": LOSSES,
     "test_accuracy": TEST_ACCURACY,
-    "test_split": SPLIT.replace("{split}", "test"),
     "test_split_record": SPLIT_RECORD.replace("{split}", "test"),
     "train_split_record": SPLIT_RECORD.replace("{split}", "train"),
 }

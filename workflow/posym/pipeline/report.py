@@ -230,9 +230,11 @@ def _evidence_html() -> list[str]:
     ]
 
 
-def render(title: str | None, version: str, plan: list[dict], manifest_data: dict, performance: list[Path]) -> str:
-    """The report page; ``title`` None: computed from the verdicts (:func:`verdict_title`)."""
-    summaries = [study_verdicts(study) for study in plan]
+def render(
+    title: str | None, version: str, plan: list[dict], summaries: list[pd.DataFrame], manifest_data: dict, performance: list[Path]
+) -> str:
+    """The report page; ``summaries``: each study's verdicts (:func:`study_verdicts`); ``title`` None: computed
+    from them (:func:`verdict_title`)."""
     heading = title or verdict_title(plan, summaries)
     body = [
         f"<h1>{_esc(heading)}</h1>",
@@ -298,8 +300,9 @@ def build(
                 _copy(notebook, tmp / study["id"] / "notebooks")
         for path in performance:
             _copy(path, tmp / "benchmarks")
-        info["verdicts"] = {study["id"]: study_verdicts(study).to_dict("records") for study in plan}
-        write_text(tmp / "index.html", render(config["report"]["title"], version, plan, info, performance))
+        summaries = [study_verdicts(study) for study in plan]
+        info["verdicts"] = {study["id"]: summary.to_dict("records") for study, summary in zip(plan, summaries)}
+        write_text(tmp / "index.html", render(config["report"]["title"], version, plan, summaries, info, performance))
         info["files"] = {
             str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
         }

@@ -28,7 +28,6 @@ from posym.pipeline import claims as claims_module
 from posym.pipeline import paths, variants
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "study.schema.yaml"
-RESULTS = "results"
 
 #: The files of an output kind, by extension: a figure is written as PNG and SVG, a table as CSV and Markdown.
 #: The first is the one the reports show.
@@ -187,7 +186,7 @@ class Output:
     caption: Path
 
     def files(self) -> dict[str, str]:
-        return {ext: f"{RESULTS}/{self.study}/{self.kind}s/{self.name}.{ext}" for ext in OUTPUT_FILES[self.kind]}
+        return {ext: f"{paths.RESULTS}/{self.study}/{self.kind}s/{self.name}.{ext}" for ext in OUTPUT_FILES[self.kind]}
 
     def shown(self) -> str:
         """The file the reports show (PNG, CSV)."""
@@ -339,7 +338,7 @@ class Study:
         return [output for output, _, _ in self.report_entries(notebook)]
 
     def results(self, path: str) -> str:
-        return f"{RESULTS}/{self.id}/{path}"
+        return f"{paths.RESULTS}/{self.id}/{path}"
 
     def executed(self, notebook: str) -> str:
         """Where the executed copy of a notebook goes."""

@@ -57,12 +57,6 @@ def resolve(section: Mapping, overrides: Mapping) -> dict:
     return settings
 
 
-def settings_json(section: Mapping, overrides: Mapping, parts: Iterable[str]) -> str:
-    """The variant's settings of ``parts``, as the JSON ``posym`` commands take with ``--settings``."""
-    settings = resolve(section, overrides)
-    return json.dumps({part: settings[part] for part in parts}, sort_keys=True)
-
-
 def plain(section: Mapping) -> RunGrid:
     """The plain run: one variant without overrides, trained on every task × seed (task-major)."""
     rows = [{"variant": MAIN, "task": t, "seed": s} for t, s in itertools.product(section.get("tasks", []), section.get("seeds", []))]
@@ -91,13 +85,19 @@ def run_grid(study_id: str, section: Mapping) -> RunGrid:
     return module.run_grid(section) if module is not None and hasattr(module, "run_grid") else plain(section)
 
 
-def training_variant(grid: RunGrid, section: Mapping, variant: str, parts: Iterable[str] = ("model", "train")) -> str:
-    """The variant whose training ``variant`` reads: the first in the grid with the same settings of ``parts``
-    (itself when none before it has). Variants that differ only in what is done after training (the checkpoint
-    the analyses read) train once."""
-    parts = tuple(parts)
-    mine = {p: resolve(section, grid.variants[variant]).get(p) for p in parts}
+def trainers(grid: RunGrid, section: Mapping, parts: Iterable[str] = ("model", "train")) -> dict[str, str]:
+    """Each variant's training variant: the first in the grid with the same settings of ``parts`` (itself when none
+    before it has). Variants that differ only in what is done after training (the checkpoint the analyses read)
+    train once."""
+    parts, first, found = tuple(parts), {}, {}
     for name, overrides in grid.variants.items():
-        if {p: resolve(section, overrides).get(p) for p in parts} == mine:
-            return name
-    return variant
+        settings = resolve(section, overrides)
+        key = json.dumps({p: settings.get(p) for p in parts}, sort_keys=True)
+        found[name] = first.setdefault(key, name)
+    return found
+
+
+def training_seeds(grid: RunGrid, trained_by: Mapping[str, str], variant: str, task: str) -> list[int]:
+    """The seeds ``variant`` trains on ``task`` (``trained_by``: :func:`trainers`): those of every run of the grid,
+    in any run set, whose training it is."""
+    return sorted({run["seed"] for run in grid.all_runs() if run["task"] == task and trained_by[run["variant"]] == variant})
