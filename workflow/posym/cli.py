@@ -157,25 +157,37 @@ def cmd_notebook(args) -> None:
     papermill.execute_notebook(str(args.notebook), str(args.output), parameters=parameters, kernel_name="python3", progress_bar=False)
 
 
-def cmd_report(args) -> None:
+def cmd_report_build(args) -> None:
     from posym.pipeline import report, study
     from posym.data.files import sha256_file, write_json
 
     config = json.loads(args.config)
-    path = report.build(
-        Path(args.out),
-        version=args.version,
+    version, path = report.build(
+        Path(args.reports),
         config=config,
         plan=[study.load(study_id).plan(config) for study_id in config["studies"]],
         repo=Path(args.repo),
+        history=Path(args.history),
         data=args.data,
         checkpoints=args.checkpoints,
         benchmarks=args.benchmarks,
         performance=args.performance,
         models=args.models,
     )
-    write_json(args.receipt, {"version": args.version, "index": str(path), "manifest_sha256": sha256_file(path.parent / "manifest.json")})
-    log.info("report written: %s", path)
+    write_json(args.receipt, {"version": version, "index": str(path), "manifest_sha256": sha256_file(path.parent / "manifest.json")})
+    log.info("report: %s", path)
+
+
+def cmd_report_diff(args) -> None:
+    from posym.pipeline import changes
+
+    folders = []
+    for version in (args.before, args.after):
+        folder = Path(version) if Path(version).is_dir() else args.reports / version
+        if not (folder / "manifest.json").is_file():
+            raise SystemExit(f"no report version {version}: {folder / 'manifest.json'} does not exist")
+        folders.append(folder)
+    print(changes.text(changes.compare(*folders)), end="")
 
 
 def cmd_committed_verdicts(args) -> None:
@@ -269,15 +281,25 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_committed_verdicts)
 
-    s = sub.add_parser("report", help="assemble a versioned report directory")
-    s.add_argument("--out", required=True)
-    s.add_argument("--version", required=True)
+    reports = sub.add_parser("report", help="the versioned reports: build one, or compare two").add_subparsers(
+        dest="report_command", required=True
+    )
+    s = reports.add_parser("build", help="assemble the report version of the code and config (reused if it exists for the same inputs)")
+    s.add_argument("--reports", type=Path, default=Path("reports"), help="the folder of the report versions")
+    s.add_argument("--history", type=Path, required=True, help="the results folder's list of the versions it made")
     s.add_argument("--config", required=True, help="the validated config as JSON; its studies' tables say what the report shows")
     s.add_argument("--repo", default=".")
     s.add_argument("--receipt", required=True, help="JSON naming the report written (the rule's declared output)")
     for name in ("data", "checkpoints", "benchmarks", "performance", "models"):
         s.add_argument(f"--{name}", nargs="*", default=[])
-    s.set_defaults(func=cmd_report)
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_report_build)
+    s = reports.add_parser("diff", help="what changed from report version BEFORE to AFTER: verdicts, tables, items, code, config")
+    s.add_argument("before", help="a version (a folder under --reports) or a version's folder")
+    s.add_argument("after")
+    s.add_argument("--reports", type=Path, default=Path("reports"))
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_report_diff)
 
     s = sub.add_parser(
         "convert-model",

@@ -4,13 +4,13 @@ import json
 import os
 import shlex
 
+from posym.pipeline import code as posym_code
 from posym.pipeline import config as posym_config
 from posym.pipeline import jobs as posym_jobs
 from posym.pipeline import paths
 from posym.pipeline import study as posym_study
 from posym.pipeline import variants
 from posym.training.packs import pack_members, seed_pack, train_outputs_options
-from posym.pipeline.provenance import report_version
 
 try:
     config.update(posym_config.validate(config))
@@ -19,8 +19,12 @@ except (posym_config.ConfigError, posym_study.StudyError) as err:
 
 
 REPO = workflow.basedir
-VERSION = report_version(config, REPO)
-REPORT_DIR = f"reports/{VERSION}"
+# What the code fingerprints found of each module, kept for the next run (posym.pipeline.code.use_cache).
+posym_code.use_cache(os.path.join(".snakemake", "posym-code.json"))
+# The report job's receipt (the workflow's final target: the report this results folder made last) and the list
+# of every report version it made, in order (posym.pipeline.changes: a new version says what changed since the last).
+REPORT_RECEIPT = "results/reports/latest.json"
+REPORT_HISTORY = "results/reports/history.json"
 STUDIES = [posym_study.load(study_id) for study_id in config["studies"]]
 # Each study's run grid (posym.pipeline.variants): its variants, and the runs of each run set.
 GRIDS = {study.id: study.grid(config) for study in STUDIES}
@@ -77,6 +81,14 @@ def posym(command, *, omit=()):
 
 
 JOB = "posym {params.job} {params.settings} --threads {threads} > {log} 2>&1"
+
+
+def code(command, notebook=None):
+    """The start of the shell command of a rule that runs ``posym <command>``: a no-op carrying the fingerprint of
+    the posym code the job runs (posym.pipeline.code; for ``posym notebook``, with the modules ``notebook``
+    imports), so that Snakemake's ``code`` rerun trigger reruns the rule's jobs when that code changes:
+    ``shell: code("a scores") + JOB``."""
+    return posym_code.shell_mark(command, notebook)
 
 
 def runs(study, pattern, run_set=variants.OWN):
@@ -200,7 +212,7 @@ def model_setting(key, model):
 
 
 def final_targets():
-    return [f"results/reports/{VERSION}.json"]
+    return [REPORT_RECEIPT]
 
 
 # What a job needs, for cluster executors; where it runs (partition, GPU model, account) is set in the

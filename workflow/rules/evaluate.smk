@@ -19,4 +19,4 @@ rule evaluate_test:
     params:
         **posym("evaluate"),
     shell:
-        JOB
+        code("evaluate") + JOB

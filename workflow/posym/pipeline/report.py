@@ -5,7 +5,10 @@ items and claims applied to the configuration): the claims with their verdicts, 
 figure of the paper (rendered, or not applicable to this configuration and why), the claim checks, then one
 section per item with our figures and tables and their captions. A study's files go to ``<study>/figures/``,
 ``<study>/tables/`` and ``<study>/notebooks/``. Every string that comes from configuration or data is
-HTML-escaped. A version directory is written once, in one rename, and never overwritten.
+HTML-escaped. A version directory is written once, in one rename, and never overwritten: the job names its version
+when it runs (:func:`posym.pipeline.provenance.report_version`); a version that exists already is reused where its
+inputs are the same, and refused, naming what differs, where they are not. The page opens with the changes since
+the report the results folder made before it (:mod:`posym.pipeline.changes`).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from typing import Iterable
 
 import pandas as pd
 
-from posym.pipeline import claims
+from posym.pipeline import changes, claims
+from posym.pipeline import code as posym_code
+from posym.pipeline import study as posym_study
 from posym.data.files import read_json, sha256_file, write_json, write_text
-from posym.pipeline.provenance import code_version, package_versions
+from posym.pipeline.provenance import code_version, package_versions, report_version
 
 
 class ReportExists(RuntimeError):
@@ -52,6 +57,28 @@ def _performance_html(path: Path) -> str:
         f"<p>{_esc(caption)} (<a href=\"benchmarks/{_esc(path.name)}\">json</a>)</p>"
         f'<table class="table"><tbody>{rows}</tbody></table>'
     )
+
+
+def code_record(repo: Path, plan: list[dict]) -> dict:
+    """The code a report's results came from: the code version, the fingerprint of each command of the core and
+    of the studies shown, and of each notebook (posym.pipeline.code), and every module of them by its hash."""
+    commands = {c: posym_code.command_code(c) for c in posym_code.core_commands()}
+    for study in plan:
+        commands.update({c: posym_code.command_code(c) for c in posym_code.study_commands(study["id"])})
+        for name, source in notebook_sources(study).items():
+            commands[f"notebook {study['id']}/{name}"] = posym_code.command_code("notebook", source)
+    modules = {m: h for fingerprint in commands.values() for m, h in fingerprint.modules.items()}
+    return {
+        **code_version(repo),
+        "commands": {c: f.digest for c, f in sorted(commands.items())},
+        "modules": dict(sorted(modules.items())),
+    }
+
+
+def notebook_sources(study: dict) -> dict[str, str]:
+    """The sources of the notebooks of a study's plan, by name."""
+    notebooks = posym_study.load(study["id"]).notebooks
+    return {Path(n).stem: str(notebooks[Path(n).stem].source) for n in study["notebooks"]}
 
 
 def manifest(
@@ -86,11 +113,22 @@ def manifest(
     for path in benchmarks:
         frame = pd.read_csv(path, sep="\t")
         wall[str(path)] = float(frame["s"].iloc[-1])
+    code = code_record(repo, plan)
+
+    def item_code(study: dict, row: dict) -> str | None:
+        """The fingerprint of the code of the notebook that makes the row (posym.pipeline.code)."""
+        return code["commands"].get(f"notebook {study['id']}/{row['notebook']}") if row["applicable"] else None
+
     studies = {
         study["id"]: {
             "name": study["name"],
             "items": {
-                row["id"]: {"applicable": row["applicable"], "reason": row["reason"], "files": _report_files(study["id"], row)}
+                row["id"]: {
+                    "applicable": row["applicable"],
+                    "reason": row["reason"],
+                    "files": _report_files(study["id"], row),
+                    "code": item_code(study, row),
+                }
                 for row in [*study["items"], *study["claims"]]
             },
         }
@@ -99,7 +137,7 @@ def manifest(
     return {
         "version": version,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "code": code_version(repo),
+        "code": code,
         "config": config,
         "studies": studies,
         "packages": package_versions(),
@@ -231,16 +269,24 @@ def _evidence_html() -> list[str]:
 
 
 def render(
-    title: str | None, version: str, plan: list[dict], summaries: list[pd.DataFrame], manifest_data: dict, performance: list[Path]
+    title: str | None,
+    version: str,
+    plan: list[dict],
+    summaries: list[pd.DataFrame],
+    manifest_data: dict,
+    performance: list[Path],
+    changed: list[str] = (),
 ) -> str:
     """The report page; ``summaries``: each study's verdicts (:func:`study_verdicts`); ``title`` None: computed
-    from them (:func:`verdict_title`)."""
+    from them (:func:`verdict_title`); ``changed``: the page's opening section, the changes since the previous
+    report (posym.pipeline.changes.html_section)."""
     heading = title or verdict_title(plan, summaries)
     body = [
         f"<h1>{_esc(heading)}</h1>",
         f"<p>Version <code>{_esc(version)}</code> · commit <code>{_esc(manifest_data['code'].get('commit'))}</code>"
         f" · created {_esc(manifest_data['created'])} · <a href=\"manifest.json\">manifest</a>"
         ' · <a href="#verdicts">how to read the verdicts</a></p>',
+        *changed,
     ]
     for study, summary in zip(plan, summaries):
         body += study_html(study, summary)
@@ -269,24 +315,28 @@ def render(
 
 
 def build(
-    out: Path,
+    reports: Path,
     *,
-    version: str,
     config: dict,
     plan: list[dict],
     repo: Path,
+    history: Path,
     data: Iterable[Path] = (),
     checkpoints: Iterable[Path] = (),
     benchmarks: Iterable[Path] = (),
     performance: Iterable[Path] = (),
     models: Iterable[Path] = (),
-) -> Path:
-    """Write the report directory ``out`` (must not exist or be empty) in one rename."""
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise ReportExists(f"{out} already exists; a report version is never overwritten")
+) -> tuple[str, Path]:
+    """Write the report version of ``config`` and the code of ``repo`` under ``reports`` in one rename, and add it
+    to the results folder's ``history``; returns its version and page.
+
+    Where that version exists already, it is reused when it was made from the same inputs
+    (posym.pipeline.changes.input_differences) and refused, naming what differs, when it was not."""
+    version = report_version(config, repo)
+    out = Path(reports) / version
     performance = [Path(p) for p in performance]
     info = manifest(version=version, config=config, plan=plan, repo=repo, data=data, checkpoints=checkpoints, benchmarks=benchmarks, models=models)
+    before = changes.previous(history, reports, version)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -302,10 +352,22 @@ def build(
             _copy(path, tmp / "benchmarks")
         summaries = [study_verdicts(study) for study in plan]
         info["verdicts"] = {study["id"]: summary.to_dict("records") for study, summary in zip(plan, summaries)}
-        write_text(tmp / "index.html", render(config["report"]["title"], version, plan, summaries, info, performance))
-        info["files"] = {
-            str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != "manifest.json"
-        }
+        info["files"] = _hashes(tmp)
+        if out.exists() and any(out.iterdir()):
+            existing = read_json(out / "manifest.json")
+            if differs := changes.input_differences(existing, info):
+                raise ReportExists(
+                    f"{out} already exists, made from other inputs: {'; '.join(differs)} differ. A report version is never"
+                    " overwritten: commit the code (a new version) or move the old version away"
+                )
+            changes.remember(history, version)
+            return version, out / "index.html"
+        write_json(tmp / "manifest.json", info)  # read by the comparison below, rewritten once the page is made
+        found = changes.compare(Path(reports) / before, tmp) if before else None
+        info["changes"] = found
+        page = render(config["report"]["title"], version, plan, summaries, info, performance, changes.html_section(found))
+        write_text(tmp / "index.html", page)
+        info["files"] = _hashes(tmp)
         write_json(tmp / "manifest.json", info)
         for path in tmp.rglob("*"):
             if path.is_file():
@@ -317,7 +379,15 @@ def build(
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out / "index.html"
+    changes.remember(history, version)
+    return version, out / "index.html"
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    """Every file of a report folder but its manifest, by its sha256."""
+    return {
+        str(p.relative_to(folder)): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "manifest.json"
+    }
 
 
 def _copy(path: str | Path, folder: Path) -> None:

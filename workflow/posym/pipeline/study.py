@@ -473,13 +473,13 @@ class Study:
             "source": self.source,
             "items": [
                 {"id": i.id, "key": i.key, "title": i.title, "category": i.category, "claim": i.claim,
-                 "paper": i.paper, "outputs": files(i.outputs), **status(i.notebook),
+                 "paper": i.paper, "notebook": i.notebook, "outputs": files(i.outputs), **status(i.notebook),
                  "published_only": i.ours_when is not None and not condition_holds(i.ours_when, config[self.id])}
                 for i in self.items
             ],  # fmt: skip
             "claims": [
                 {"id": c.id, "statement": c.statement, "paper": c.paper, "evidence": list(c.evidence), "needs": c.needs,
-                 "outputs": files([c.table]), **status(c.notebook)}
+                 "notebook": c.notebook, "outputs": files([c.table]), **status(c.notebook)}
                 for c in self.claims
             ],
             "notebooks": [self.executed(nb.name) for nb in self.runnable(config)],

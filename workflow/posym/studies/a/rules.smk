@@ -3,8 +3,8 @@
 # (§A9), the discrepancy of trained heads, and the LLM probes (§A10.2). Data, training and the test evaluation
 # are the core's rules (workflow/rules/); the notebooks come from study.yaml. Every job reads the final checkpoint
 # of a run of the study's grid ({variant}/{task}/seed{seed}: the plain run, main, and the fidelity study's
-# variants) or nothing trained; its settings are params, its package code is not an input (edits to it do not
-# rerun it: use --forcerun).
+# variants) or nothing trained; its settings are params, and the fingerprint of the code it runs is in its shell
+# command (code(...), compared by Snakemake's code rerun trigger).
 
 from posym.studies.a import llm_probes
 
@@ -29,7 +29,7 @@ rule a_length_sets:
         seed=data_seed("a"),
         settings=posym_jobs.settings_json(config["a"], ["length"]),
     shell:
-        "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
+        code("a length-data") + "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
         " --out {output.tensors} > {log} 2>&1"
 
 
@@ -67,7 +67,7 @@ rule a_scores:
     params:
         **posym("a scores"),
     shell:
-        JOB
+        code("a scores") + JOB
 
 
 rule a_frequency:
@@ -88,7 +88,7 @@ rule a_frequency:
     params:
         **posym("a frequency"),
     shell:
-        JOB
+        code("a frequency") + JOB
 
 
 rule a_discrepancy:
@@ -109,7 +109,7 @@ rule a_discrepancy:
     params:
         **posym("a discrepancy"),
     shell:
-        JOB
+        code("a discrepancy") + JOB
 
 
 rule a_geometry:
@@ -131,7 +131,7 @@ rule a_geometry:
     params:
         **posym("a geometry"),
     shell:
-        JOB
+        code("a geometry") + JOB
 
 
 rule a_flow:
@@ -150,7 +150,7 @@ rule a_flow:
     params:
         **posym("a flow"),
     shell:
-        JOB
+        code("a flow") + JOB
 
 
 rule a_theory:
@@ -169,7 +169,7 @@ rule a_theory:
     params:
         **posym("a theory"),
     shell:
-        JOB
+        code("a theory") + JOB
 
 
 try:
@@ -206,7 +206,7 @@ rule a_llm_probe:
             omit=("model",),
         ),
     shell:
-        JOB
+        code("a llm-probe") + JOB
 
 
 # Exists only when llm.model or llm.endpoint_model is set; the notebook draws the paper's values either way.
@@ -225,4 +225,4 @@ rule a_llm_gather:
     params:
         **posym("a llm-gather"),
     shell:
-        JOB
+        code("a llm-gather") + JOB

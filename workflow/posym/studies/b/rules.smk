@@ -33,7 +33,7 @@ rule b_ablation:
     params:
         **posym("b ablation"),
     shell:
-        JOB
+        code("b ablation") + JOB
 
 
 rule b_toeplitz:
@@ -54,7 +54,7 @@ rule b_toeplitz:
     params:
         **posym("b toeplitz"),
     shell:
-        JOB
+        code("b toeplitz") + JOB
 
 
 rule b_probe:
@@ -75,4 +75,4 @@ rule b_probe:
     params:
         **posym("b probe"),
     shell:
-        JOB
+        code("b probe") + JOB

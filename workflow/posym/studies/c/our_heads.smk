@@ -29,7 +29,7 @@ if "a" in config["studies"]:
         params:
             **posym("c our-heads"),
         shell:
-            JOB
+            code("c our-heads") + JOB
 
     rule c_our_heads_gather:
         input:
@@ -45,7 +45,7 @@ if "a" in config["studies"]:
         params:
             **posym("c our-heads-gather"),
         shell:
-            JOB
+            code("c our-heads-gather") + JOB
 
 
 if "b" in config["studies"]:
@@ -77,7 +77,7 @@ if "b" in config["studies"]:
         params:
             **posym("c our-heads-b"),
         shell:
-            JOB
+            code("c our-heads-b") + JOB
 
     rule c_our_heads_b_gather:
         input:
@@ -96,4 +96,4 @@ if "b" in config["studies"]:
         params:
             **posym("c our-heads-gather"),
         shell:
-            JOB
+            code("c our-heads-gather") + JOB

@@ -32,7 +32,7 @@ rule c_real_model:
     params:
         **posym("c real-model", omit=("models",)),
     shell:
-        JOB
+        code("c real-model") + JOB
 
 
 rule c_real_models_gather:
@@ -52,4 +52,4 @@ rule c_real_models_gather:
     params:
         **posym("c real-models-gather"),
     shell:
-        JOB
+        code("c real-models-gather") + JOB

@@ -33,7 +33,7 @@ rule c_published:
     params:
         **posym("c published"),
     shell:
-        JOB
+        code("c published") + JOB
 
 
 rule c_checks:
@@ -51,7 +51,7 @@ rule c_checks:
     params:
         **posym("c checks"),
     shell:
-        JOB
+        code("c checks") + JOB
 
 
 include: "training.smk"

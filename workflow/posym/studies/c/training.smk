@@ -37,7 +37,7 @@ rule c_train:
             omit=("run", "claims"),
         ),
     shell:
-        JOB
+        code("c train") + JOB
 
 
 rule c_formation:
@@ -64,4 +64,4 @@ rule c_formation:
     params:
         **posym("c formation"),
     shell:
-        JOB
+        code("c formation") + JOB
