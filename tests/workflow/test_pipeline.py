@@ -128,18 +128,23 @@ def test_snakemake_report_builds(tiny_run):
 
 
 def test_existing_report_version_is_never_overwritten(tiny_run):
+    """The same version from other inputs is refused, naming what differs (here: no datasets or checkpoints)."""
     report = report_dir(tiny_run)
     for name in ("index.html", "manifest.json"):  # written read-only
         assert (report / name).stat().st_mode & 0o222 == 0
     before = {p: p.read_bytes() for p in report.rglob("*") if p.is_file()}
+    config = json.loads((report / "manifest.json").read_text())["config"]  # the same config: the same version
     again = subprocess.run(
-        ["posym", "report", "--out", str(report), "--version", report.name, "--config", '{"studies": []}']
-        + ["--receipt", str(tiny_run / "results" / "again.json")],
+        ["posym", "report", "build", "--reports", "reports", "--history", "results/again-history.json"]
+        + ["--config", json.dumps(config), "--receipt", "results/again.json"],
         capture_output=True,
         text=True,
+        cwd=tiny_run,
     )
     assert again.returncode != 0 and "never overwritten" in again.stderr
+    assert "data (" in again.stderr and "checkpoints (" in again.stderr, again.stderr
     assert not (tiny_run / "results" / "again.json").exists()
+    assert not (tiny_run / "results" / "again-history.json").exists()
     assert {p: p.read_bytes() for p in report.rglob("*") if p.is_file()} == before
 
 

@@ -18,5 +18,6 @@ rule split:
         seed=data_seed(),
         options=generator_options,
     shell:
-        code("data") + "posym data --task {wildcards.task} --split {wildcards.split} --n {params.n}"
+        code("data")
+        + "posym data --task {wildcards.task} --split {wildcards.split} --n {params.n}"
         " --seed {params.seed} {params.options} --out {output.tensors} > {log} 2>&1"

@@ -16,5 +16,6 @@ rule convert_model:
         source=by_wildcard("model", model_setting, "source"),
         dtype=by_wildcard("model", model_setting, "dtype"),
     shell:
-        code("convert-model") + "posym convert-model --source {params.source:q} --dtype {params.dtype} --out {output} --threads {threads}"
+        code("convert-model")
+        + "posym convert-model --source {params.source:q} --dtype {params.dtype} --out {output} --threads {threads}"
         " > {log} 2>&1"

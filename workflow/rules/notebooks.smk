@@ -77,5 +77,6 @@ for study in STUDIES:
                 values=notebook_values(study, notebook.name),
                 files=notebook_files,
             shell:
-                code("notebook", str(notebook.source)) + "posym notebook {input.notebook} {output.notebook} --parameters {params.values:q}"
+                code("notebook", str(notebook.source))
+                + "posym notebook {input.notebook} {output.notebook} --parameters {params.values:q}"
                 " --parameters {params.files:q} > {log} 2>&1"

@@ -24,7 +24,8 @@ rule report:
         config=json.dumps(posym_config.canonical(config), sort_keys=True),
         repo=os.path.relpath(REPO),
     shell:
-        code("report build") + "posym report build --reports {params.reports:q} --history {params.history:q}"
+        code("report build")
+        + "posym report build --reports {params.reports:q} --history {params.history:q}"
         " --config {params.config:q} --repo {params.repo:q} --data {input.data:q} --checkpoints {input.checkpoints:q}"
         " --benchmarks {input.benchmarks:q} --performance {input.performance:q} --models {input.models:q}"
         " --receipt {output.receipt:q} > {log} 2>&1"

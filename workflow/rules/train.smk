@@ -32,7 +32,8 @@ rule train:
         seeds=pack_seed_words,
         out=pack_files(paths.TRAINED),
     shell:
-        code("train") + "posym train --task {wildcards.task} --seed {params.seeds} --train-data {input.train}"
+        code("train")
+        + "posym train --task {wildcards.task} --seed {params.seeds} --train-data {input.train}"
         " --test-data {input.test} --out {params.out} --record {output} --settings {params.settings:q}"
         " --threads {threads} > {log} 2>&1"
 
@@ -58,5 +59,6 @@ rule train_outputs:
         out=output_dir,
         final=final_checkpoint_options,
     shell:
-        code("train-outputs") + "(cat {params.pack_log:q}; posym train-outputs --record {input.record} --seed {wildcards.seed}"
+        code("train-outputs")
+        + "(cat {params.pack_log:q}; posym train-outputs --record {input.record} --seed {wildcards.seed}"
         " --run {params.run} --out {params.out} {params.final}) > {log} 2>&1"

@@ -39,7 +39,14 @@ LOADERS = {
     "posym.nn.architectures": "architecture",
     "posym.pipeline.variants": "variants",
 }
-NOT_LOADERS = {"posym.pipeline.config": "config_checks", "posym.pipeline.jobs": "jobs", "posym.cli": "jobs"}
+#: Loaders whose loads are not a job's code: the configuration checks (above) and the jobs tables, which name the
+#: commands and their arguments.
+NOT_LOADERS = {
+    "posym.pipeline.config": "config_checks",
+    "posym.pipeline.jobs": "jobs",
+    "posym.pipeline.code": "jobs",
+    "posym.cli": "jobs",
+}
 
 
 class CodeError(ValueError):

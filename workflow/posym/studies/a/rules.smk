@@ -29,7 +29,8 @@ rule a_length_sets:
         seed=data_seed("a"),
         settings=posym_jobs.settings_json(config["a"], ["length"]),
     shell:
-        code("a length-data") + "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
+        code("a length-data")
+        + "posym a length-data --task {wildcards.task} --seed {params.seed} --settings {params.settings:q}"
         " --out {output.tensors} > {log} 2>&1"
 
 

@@ -1,0 +1,61 @@
+"""Code fingerprints (posym.pipeline.code): what counts as a change of a job's code, and what does not."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from posym.pipeline import code
+
+PLAIN = '''
+def f(x):
+    """What f does."""
+    # a comment
+    return x + 1
+'''
+
+
+def test_docstrings_comments_and_formatting_do_not_count():
+    edited = PLAIN.replace("What f does.", "Another text.").replace("# a comment", "# another").replace("x + 1", "x+1")
+    assert code.normalised(edited) == code.normalised(PLAIN)
+    assert code.normalised(PLAIN.replace("x + 1", "x + 2")) != code.normalised(PLAIN)
+
+
+def test_a_command_holds_its_function_and_what_it_imports_not_the_other_commands():
+    scores = code.command_code("a scores").modules
+    assert {"posym.studies.a.cli:cmd_scores", "posym.studies.a.head_scores"} <= set(scores)
+    assert "posym.studies.a.rope_geometry" not in scores  # another command's analysis
+    train = code.command_code("train").modules
+    assert "posym.studies.a.head_scores" not in train and "posym.training.trainer" in train
+
+
+def test_modules_loaded_by_name_count_for_the_loader():
+    # posym data finds every study's tasks through the registry, not by an import
+    assert "posym.studies.a.tasks.number" in code.command_code("data").modules
+
+
+def test_a_notebook_job_holds_the_modules_its_cells_import():
+    from posym.pipeline import study
+
+    source = study.load("a").notebooks["scores"].source
+    assert "posym.studies.a.head_dynamics" in code.command_code("notebook", str(source)).modules
+
+
+def test_every_loader_of_study_modules_is_known():
+    """A module that loads study modules by name is in LOADERS (its loads count) or NOT_LOADERS (said why not)."""
+    known = set(code.LOADERS) | set(code.NOT_LOADERS)
+    loaders = set()
+    for path in code.PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        if {"study_module", "import_module"} & calls:
+            parts = path.relative_to(code.PACKAGE.parent).with_suffix("").parts
+            loaders.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    loaders -= {"posym.registry", "posym.lm.pretrained"}  # the registry itself; pretrained imports installed packages
+    assert loaders <= known, sorted(loaders - known)
+
+
+def test_an_unknown_command_is_named():
+    with pytest.raises(Exception, match="nothing"):
+        code.command_code("a nothing")
