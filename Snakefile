@@ -69,3 +69,8 @@ rule all:
     default_target: True
     input:
         final_targets(),
+
+
+# Every rule's shell carries the code fingerprint of the command it runs, so that its jobs rerun when that code
+# changes (code(...), workflow/rules/common.smk).
+check_code_marks()

@@ -59,3 +59,24 @@ def test_every_loader_of_study_modules_is_known():
 def test_an_unknown_command_is_named():
     with pytest.raises(Exception, match="nothing"):
         code.command_code("a nothing")
+
+
+def test_a_rule_whose_code_is_another_commands_or_missing_is_refused():
+    """check_rule, as the Snakefile runs it on every rule: the command a rule's params run, or the ``posym``
+    command its shell text runs, must be the one whose code its shell's mark carries."""
+    from posym.pipeline import jobs
+    from posym.pipeline.config import validate
+
+    config = validate({"studies": ["b"]})
+    probe = jobs.rule_params(config, "b probe")["job"]
+    code.check_rule("probe", code.shell_mark("b probe") + "posym {params.job}", probe)
+    with pytest.raises(code.CodeError, match=r"rule probe: its shell starts with the code of posym b toeplitz but it runs posym b probe"):
+        code.check_rule("probe", code.shell_mark("b toeplitz") + "posym {params.job}", probe)
+    with pytest.raises(code.CodeError, match=r"rule probe: its shell command does not start with code\(\.\.\.\)"):
+        code.check_rule("probe", "posym {params.job}", probe)
+    # a command in the shell text: after the mark, or after a ( or ; of it
+    code.check_rule("split", code.shell_mark("data") + "posym data --task {wildcards.task}")
+    code.check_rule("outputs", code.shell_mark("train-outputs") + "(cat {params.log:q}; posym train-outputs --seed 0)")
+    with pytest.raises(code.CodeError, match=r"rule split: .* code of posym train but it runs posym \(not found"):
+        code.check_rule("split", code.shell_mark("train") + "posym data --task {wildcards.task}")
+    code.check_rule("all", None)  # a rule that runs nothing

@@ -217,7 +217,7 @@ rule toy_answers:
     params:
         **posym("toy answers"),
     shell:
-        JOB
+        code("toy answers") + JOB
 '''
 
 
@@ -239,9 +239,17 @@ def test_an_analysis_job_is_one_table_entry_and_its_function(toy_run, tmp_path):
     counts = (workdir / "results" / "toy" / "answers" / "first_token" / "seed0.csv").read_text().splitlines()
     assert counts[0] == "label,count" and len(counts) > 2
     # the command's parser comes from the same entry: a rule that gives it another input stops the dry run
+    rules_text = (study / "rules.smk").read_text()
     with open(study / "rules.smk", "a") as rules:
         rules.write(TOY_RULE.replace("rule toy_answers", "rule toy_answers_again").replace('data=', 'split=').replace("answers/{task}", "again/{task}").replace('posym_study.load("toy").path("answers")', '"results/toy/again/{task}/seed{seed}.csv"'))
     table["notebooks"]["summary"]["inputs"]["again"] = "again/{task}/seed{seed}.csv"
     (study / "study.yaml").write_text(yaml.safe_dump(table, sort_keys=False, allow_unicode=True))
     result = snakemake(workdir, "-n", configfiles=toy_config(workdir), check=False)
     assert result.returncode != 0 and "posym toy answers: the rule gives input --split, which the command does not take" in result.stdout + result.stderr
+    # and a rule whose shell does not carry the code of the command it runs (posym.pipeline.code.check_rule)
+    again = TOY_RULE.replace("rule toy_answers", "rule toy_answers_again").replace("answers/{task}", "again/{task}")
+    again = again.replace('posym_study.load("toy").path("answers")', '"results/toy/again/{task}/seed{seed}.csv"')
+    (study / "rules.smk").write_text(rules_text + again.replace('code("toy answers") + JOB', 'code("data") + JOB'))
+    result = snakemake(workdir, "-n", configfiles=toy_config(workdir), check=False)
+    expected = "rule toy_answers_again: its shell starts with the code of posym data but it runs posym toy answers"
+    assert result.returncode != 0 and expected in result.stdout + result.stderr

@@ -91,6 +91,16 @@ def code(command, notebook=None):
     return posym_code.shell_mark(command, notebook)
 
 
+def check_code_marks():
+    """Refuse, when the workflow is read, a rule whose shell does not start with the code(...) of the command it
+    runs (posym.pipeline.code.check_rule): the Snakefile calls this after its last rule."""
+    for rule in workflow.rules:
+        try:
+            posym_code.check_rule(rule.name, rule.shellcmd, rule.params.get("job"))
+        except posym_code.CodeError as err:
+            raise WorkflowError(str(err)) from None
+
+
 def runs(study, pattern, run_set=variants.OWN):
     """One path per run of a study's run set (its own by default), in its order."""
     return list(

@@ -20,6 +20,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -329,10 +330,47 @@ def command_code(command: str, notebook: str | None = None) -> Fingerprint:
     return _combine({**own, **extra})
 
 
+#: The commands whose code each mark :func:`shell_mark` made carries, for :func:`check_rule`.
+_marked: dict[str, set[str]] = {}
+MARK = re.compile(r": posym code [0-9a-f]{%d}; " % DIGITS)
+
+
 def shell_mark(command: str, notebook: str | None = None) -> str:
     """The start of a rule's shell command that carries the code fingerprint of its job: a no-op (``:``) the shell
     skips, in the text Snakemake's ``code`` trigger compares, and in the log of the command a job ran."""
-    return f": posym code {command_code(command, notebook).digest}; "
+    mark = f": posym code {command_code(command, notebook).digest}; "
+    _marked.setdefault(mark, set()).add(command)
+    return mark
+
+
+def check_rule(rule: str, shell: str | None, job: object = None) -> None:
+    """Refuse a rule whose code fingerprint is missing or is another command's than the one it runs.
+
+    ``shell``: the rule's shell command as written (None: a rule that runs nothing, such as ``all``); ``job``: its
+    ``params.job``, where it has one (posym.pipeline.jobs.rule_params, which names its command). A rule names its
+    command twice, in ``code(...)`` and in its params or shell text, and a typo in one would make its jobs rerun on
+    another command's code edits and never on their own; this compares the two when the workflow is read.
+    """
+    if shell is None:
+        return
+    found = MARK.match(shell)
+    if found is None:
+        raise CodeError(
+            f"rule {rule}: its shell command does not start with code(...) (posym.pipeline.code.shell_mark), so its jobs "
+            "would not rerun when the code they run changes"
+        )
+    marked = _marked.get(found.group(), set())
+    command = getattr(job, "command", None)
+    if command is not None:
+        runs = command in marked
+    else:  # the command is in the shell text: posym <command> after the mark, or after a ( or ; within it
+        command = next((c for c in sorted(marked) if re.search(rf"(^|[(;]\s*)posym {re.escape(c)} ", shell[found.end():])), None)
+        runs = command is not None
+    if not runs:
+        raise CodeError(
+            f"rule {rule}: its shell starts with the code of posym {' / '.join(sorted(marked)) or '(unknown)'} but it runs "
+            f"posym {command or '(not found in its shell command)'}: give code(...) the command the rule runs"
+        )
 
 
 def changed_modules(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, list[str]]:

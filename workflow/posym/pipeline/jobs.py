@@ -224,6 +224,7 @@ def rule_params(config: Mapping, command: str, *, omit: Sequence[str] = ()) -> d
             command_words(study_id, jobs, name, dict(input.items()), named or list(output), dict(wildcards.items()))
         )
 
+    words.command = command  # for posym.pipeline.code.check_rule: the command whose code the rule's shell must carry
     settings = ""
     if job.settings:
         settings = shlex.join(["--settings", settings_json(config[study_id], job.settings, omit)])
