@@ -125,8 +125,11 @@ def validate(config: dict | None, sections: tuple[str, ...] | None = None) -> di
 
 def _cross_checks(config: dict) -> list[str]:
     """Constraints between keys that a JSON schema cannot express: the core's on every section that trains
-    models, then the study's own (``posym/studies/<id>/config_checks.py``, when it has one)."""
+    models, then, for the studies that run, the study's own (``posym/studies/<id>/config_checks.py``, when it has
+    one). Those may build the study's models to see what they refuse (paper B's imports torch: seconds on every
+    dry run of the workflow), for runs that a study that is off never makes."""
     problems = []
+    running = config.get("studies", [])
     for study_id in registry.known():
         if study_id not in config:
             continue
@@ -134,6 +137,8 @@ def _cross_checks(config: dict) -> list[str]:
         problems += task_checks(section, study_id)
         if {"data", "model", "train"} <= set(section):
             problems += training_checks(section, study_id)
+        if study_id not in running:
+            continue
         checks = registry.study_module(study_id, "config_checks")
         if checks is not None:
             problems += checks.problems(section, study_id)
