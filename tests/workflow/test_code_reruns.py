@@ -55,7 +55,7 @@ def test_leaving_out_the_code_trigger_opts_out(tiny_run):
 
 def test_editing_a_study_that_is_off_plans_nothing(tiny_run, tmp_path):
     change = tmp_path / "off.yaml"
-    change.write_text(yaml.safe_dump({"b": {"train": {"steps": 7}}, "c": {"training": {"seeds": [0, 1, 2]}}}))
+    change.write_text(yaml.safe_dump({"b": {"train": {"learning_rate": 0.002}}, "c": {"training": {"seeds": [0, 1, 2]}}}))
     assert planned_jobs(snakemake(tiny_run, "-n", configfiles=(TINY, change))) == {}
 
 
