@@ -93,7 +93,8 @@ def code(command, notebook=None):
 
 def check_code_marks():
     """Refuse, when the workflow is read, a rule whose shell does not start with the code(...) of the command it
-    runs (posym.pipeline.code.check_rule): the Snakefile calls this after its last rule."""
+    runs (posym.pipeline.code.check_rule): the Snakefile calls this after its last rule.
+    """
     for rule in workflow.rules:
         try:
             posym_code.check_rule(rule.name, rule.shellcmd, rule.params.get("job"))
