@@ -95,9 +95,9 @@ def check_code_marks():
     """Refuse, when the workflow is read, a rule whose shell does not start with the code(...) of the command it
     runs (posym.pipeline.code.check_rule): the Snakefile calls this after its last rule.
     """
-    for rule in workflow.rules:
+    for defined in workflow.rules:  # not "rule <name>:" - Snakemake's lint reads that as a rule beside functions
         try:
-            posym_code.check_rule(rule.name, rule.shellcmd, rule.params.get("job"))
+            posym_code.check_rule(defined.name, defined.shellcmd, defined.params.get("job"))
         except posym_code.CodeError as err:
             raise WorkflowError(str(err)) from None
 
