@@ -107,3 +107,6 @@ def test_claim_c5_passes_on_the_cache(table2, frames):
     rows = published.claim_c5(table2.reset_index(), published.permutation(frames))
     assert (rows["verdict"] == "pass").all() and rows["source"].str.len().gt(0).all()
     assert len(rows) == len(paper.MODELS) + 2
+    percentiles = rows.iloc[: len(paper.MODELS)]  # each model's distance to its printed value, within the rounding
+    assert percentiles["paper"].notna().all() and (percentiles["difference"].abs() <= 0.005 + 1e-12).all()
+    assert rows.iloc[-2]["paper"] == 0.029 and abs(rows.iloc[-2]["ours"] - 1 / 35) < 1e-12

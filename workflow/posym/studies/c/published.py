@@ -290,6 +290,8 @@ def claim_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.
                 f"{r['top5_percentile (paper)']:.2f} to the printed rounding (± 0.005)",
                 printed(r["top5_percentile"], r["top5_percentile (paper)"]),
                 source=SOURCE,
+                ours=r["top5_percentile"],
+                paper=r["top5_percentile (paper)"],
             )
         )
     whole = (permutation_frame["k"] == 5) & (permutation_frame["left_out"].fillna("") == "")  # NaN once read from CSV
@@ -302,6 +304,8 @@ def claim_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.
             "1/C(7,3) = 1/35 = 0.028571 (paper 0.029)",
             bool(abs(main["p"] - 1 / 35) < 1e-12 and main["separated"]),
             source="spec §C6 (Table 2 note) and §C7.5",
+            ours=main["p"],
+            paper=0.029,  # as printed
         )
     )
     others = permutation_frame[~whole]
