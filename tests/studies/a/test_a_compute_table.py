@@ -104,3 +104,10 @@ def test_without_a_committed_gpu_check_there_is_no_row(tmp_path):
 def test_a_min_size_gpu_check_is_not_set_beside_the_paper():
     with pytest.raises(ValueError, match="paper-size"):
         compute.gpu_check_row(gpu_check(size="min"))
+
+
+def test_a_gpu_check_whose_workflow_did_not_finish_is_refused_with_its_status():
+    check = {**gpu_check(), "stages": {"workflow": {"status": "timed_out"}}}
+    del check["end_to_end"]
+    with pytest.raises(ValueError, match="workflow stage did not finish [(]timed out[)]"):
+        compute.gpu_check_row(check)

@@ -73,10 +73,14 @@ def _published_training() -> dict[tuple[str, str], str]:
 def gpu_check_row(check: Mapping) -> dict:
     """Table 4's row of benchmarks/gpu_check.sh: its training job of one task-seed, beside the paper's for that task.
 
-    Only a check of the paper's configuration compares with the paper: a ``--size min`` check is refused.
+    Only a check of the paper's configuration compares with the paper: a ``--size min`` check is refused, and so is
+    one whose workflow stage did not finish (it has no training job to show).
     """
     if check.get("benchmark") != "gpu_check" or check.get("size") != "paper":
         raise ValueError(f"not a paper-size result of benchmarks/gpu_check.sh (size {check.get('size')!r})")
+    if "end_to_end" not in check:
+        status = check.get("stages", {}).get("workflow", {}).get("status", "not run")
+        raise ValueError(f"the GPU check's workflow stage did not finish ({status.replace('_', ' ')}): no training job to show; rerun it (docs/gpu.md)")
     run = check["end_to_end"]
     return {
         "stage": GPU_CHECK_STAGE,
