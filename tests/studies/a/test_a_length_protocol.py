@@ -120,6 +120,8 @@ def test_protocol_accuracy_covers_every_rule_and_length_and_its_uniform_rows_are
     assert got["accuracy"].tolist() == [r["accuracy"] for r in expected]
     with pytest.raises(ValueError, match="length_protocol.fillers: unknown rule 'pad'"):
         length_protocol.protocol_accuracy(model, "number", ["pad"], [0], samples=4, data_seed=42)
+    with pytest.raises(ValueError, match="length_protocol.samples: 6 is not a multiple of 4"):
+        length_protocol.protocol_accuracy(model, "number", RULES, [0], samples=6, data_seed=42)
 
 
 def synthetic(offsets: dict[str, float], lengths=(0, 40, 100, 300), seeds=(0, 1)) -> pd.DataFrame:

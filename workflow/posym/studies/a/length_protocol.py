@@ -22,7 +22,7 @@ from posym.training.evaluate import accuracy, predict
 
 from .length_generalisation import accuracy_at, paper_accuracy
 from .tasks import PAPER_ORDER, get, palette
-from .tasks.multihop import FILLER_RULES, filler_seed
+from .tasks.multihop import FILLER_RULES, HOP_LENS, filler_seed
 
 log = logging.getLogger("posym.a.length_protocol")
 
@@ -45,6 +45,8 @@ def protocol_accuracy(
     unknown = [rule for rule in rules if rule not in FILLER_RULES]
     if unknown:
         raise ValueError(f"length_protocol.fillers: unknown rule {unknown[0]!r} (the rules: {', '.join(FILLER_RULES)})")
+    if samples % len(HOP_LENS):
+        raise ValueError(f"length_protocol.samples: {samples} is not a multiple of {len(HOP_LENS)}, so not balanced over hops")
     maker = get(task)
     base = maker.length_base_set(samples, base_seed=data_seed)
     rows = []
