@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 
+import pandas as pd
 import pytest
 
 from conftest import REPO
@@ -22,10 +24,18 @@ def test_each_study_page_shows_its_newest_committed_reports_claims_as_generated(
         assert committed.study_block(REPO / "reports", sid) in text, f"run `posym committed-verdicts` (docs/{page})"
 
 
-def test_an_older_report_is_judged_again_from_its_own_check_tables():
-    summaries, recorded = committed.report_verdicts(REPO / "reports" / "5331f97-cfg3fb5c4604c")
+def test_an_older_report_is_judged_again_from_its_own_check_tables(tmp_path):
+    """A report from before manifests recorded their verdicts: the committed paper-C report without them."""
+    newest = max((p for p in (REPO / "reports").iterdir() if "c" in json.loads((p / "manifest.json").read_text())["studies"]), key=lambda p: json.loads((p / "manifest.json").read_text())["created"])
+    older = tmp_path / newest.name
+    shutil.copytree(newest, older)
+    manifest = json.loads((older / "manifest.json").read_text())
+    recorded = pd.DataFrame(manifest.pop("verdicts")["c"]).set_index("claim")["verdict"]
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    summaries, was_recorded = committed.report_verdicts(older)
     verdicts = summaries["c"].set_index("claim")["verdict"]
-    assert not recorded
+    assert not was_recorded
+    assert verdicts.to_dict() == recorded.to_dict()  # its own check tables, judged again, give what it recorded
     assert verdicts["C-2"] == verdicts["C-3"] == claims.NOT_TESTABLE  # identities: code checks never decide
     assert verdicts["C-4"] == claims.PARTLY  # its end-of-training checks were not judged
     assert verdicts["C-6"] == claims.NOT_TESTABLE and "configs/paper_c_offline.yaml" in summaries["c"].set_index("claim").loc["C-6", "ours"]
