@@ -282,3 +282,34 @@ def test_no_pickle_loading_anywhere_in_the_package():
 def test_unknown_precision_is_refused_by_name():
     with pytest.raises(ValueError, match="precision='fp16'"):
         train_config(precision="fp16")
+
+
+@pytest.mark.parametrize("killed_after", ["files removed", "checksums rewritten"])
+def test_a_kill_while_an_older_resume_state_is_dropped_leaves_a_resumable_run(tmp_path, small_data, killed_after):
+    """Each new checkpoint drops the resume state of the older ones: a kill midway through that drop leaves an older
+    checkpoint with part of it done. Either part alone (the state's files gone, checksums still listing them; or,
+    as posym before 2026-12-04 could leave it, the checksums rewritten, the files still there) must leave a run that
+    resumes from its newest state, not one refused as damaged (CI on 1ca9d67 hit the second)."""
+    train_data, test_data = small_data
+    vocab = get("number").vocabulary.tokens
+    run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
+    trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, vocab))
+    nothing = {0: []}
+    trainer._write(0, [0], False, nothing, {0: []}, 0.0)
+    for step in range(20):
+        trainer.step(step)
+    older = checkpoints.step_dir(tmp_path / "checkpoints", 0)
+    kept = {name: (older / name).read_bytes() for name in checkpoints.TRAINER_FILES}
+    trainer._write(20, [0], False, nothing, {0: []}, 0.0)
+    assert not checkpoints.has_trainer_state(older)
+    if killed_after == "files removed":
+        sums = read_json(older / "checksums.json")
+        write_json(older / "checksums.json", {**sums, **{name: "listed, then the job was killed" for name in kept}})
+    else:
+        for name, content in kept.items():
+            (older / name).write_bytes(content)
+    resumed = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, vocab))
+    assert resumed.resume() == 20
+    resumed.train()
+    checkpoints.load_model(older)  # its weights still verify
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path / "checkpoints")] == [0, 20, 40]
