@@ -151,8 +151,9 @@ for stage in "${order[@]}"; do
             ;;
         throughput)
             if [[ "$size" == paper ]]; then
-                # GPU steps take milliseconds: blocks of 50 steps keep the clock's and the synchronisation's share small.
-                if [[ "$device" == cuda ]]; then blocks=(--rounds 5 --steps 50); else blocks=(--rounds 5 --steps 8); fi
+                # GPU steps take tens of milliseconds (host-bound: 48-55 ms for posym on the H200, 2026-12-04): blocks of
+                # 20 steps keep the clock's and the synchronisation's share small, and 3 rounds of 6 contenders fit.
+                if [[ "$device" == cuda ]]; then blocks=(--rounds 3 --steps 20); else blocks=(--rounds 5 --steps 8); fi
             else
                 blocks=(--rounds 1 --steps 1 --size min)
             fi

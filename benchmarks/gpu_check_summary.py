@@ -88,11 +88,30 @@ def end_to_end(workflow: Path, seconds: float) -> dict:
     }
 
 
+#: The trainer's logging-window line: "step 300/6750 loss 4.5900 lr 3.99e-05  0.048 s/step (1 members)".
+STEP_LINE = re.compile(r"step (\d+)/(\d+) loss \S+ lr \S+\s+([0-9.]+) s/step")
+
+
+def step_rate(lines) -> dict:
+    """The training job's seconds per step over its logging windows (steps only: checkpoints and their evaluations
+    fall between windows), and the steps of the whole run at that rate."""
+    windows = [(int(m.group(1)), int(m.group(2)), float(m.group(3))) for line in lines if (m := STEP_LINE.search(line))]
+    if not windows:
+        return {}
+    seconds = sorted(w[2] for w in windows)
+    median = seconds[len(seconds) // 2] if len(seconds) % 2 else (seconds[len(seconds) // 2 - 1] + seconds[len(seconds) // 2]) / 2
+    steps = windows[-1][1]
+    return {"logged_windows": len(windows), "last_logged_step": windows[-1][0], "seconds_per_step_median": median,
+            "steps": steps, "projected_step_minutes": steps * median / 60}  # fmt: skip
+
+
 def progress(workflow: Path) -> dict:
-    """How far an unfinished workflow stage trained: its newest checkpoint's step (None before the first)."""
+    """How far an unfinished workflow stage trained: its newest checkpoint's step (None before the first), and the
+    training job's measured seconds per step from its log."""
     steps = [int(m.group(1)) for p in workflow.glob(f"results/a/train/main/{TASK}/seed{SEED}/checkpoints/step-*")
              if (m := re.fullmatch(r"step-(\d+)", p.name))]  # fmt: skip
-    return {"newest_checkpoint_step": max(steps, default=None)}
+    lines = [line for log in sorted(workflow.glob(f"logs/a/train/**/{TASK}/**/*.log")) for line in log.read_text(errors="replace").splitlines()]
+    return {"newest_checkpoint_step": max(steps, default=None), **step_rate(lines)}
 
 
 def packed_estimate(throughput: dict, precision: str) -> tuple[dict, str | None]:
@@ -139,9 +158,11 @@ def summarise(args) -> dict:
     if tests is not None:
         check["gpu_tests"] = {"exit_code": stages["tests"]["exit_code"], **tests}
     throughput_path = out / f"train_throughput_{args.device}.json"
-    throughput = json.loads(throughput_path.read_text()) if "throughput" in done else None
+    # A run cut inside its profile has written its timings already: they count, marked unprofiled.
+    throughput = json.loads(throughput_path.read_text()) if "throughput" in stages and throughput_path.is_file() else None
     if throughput is not None:
-        check["throughput"] = {"file": throughput_path.name, "results": throughput["results"], "ratios": throughput["ratios"]}
+        check["throughput"] = {"file": throughput_path.name, "results": throughput["results"], "ratios": throughput["ratios"],
+                               "profiled": throughput.get("profiled_steps") is not None}  # fmt: skip
     run = end_to_end(workflow, stages["workflow"]["seconds"]) if "workflow" in done else None
     if run is not None:
         check["end_to_end"] = run
@@ -198,6 +219,11 @@ def summarise(args) -> dict:
     elif "workflow" in stages:
         reached = check["workflow_progress"]["newest_checkpoint_step"]
         lines["workflow"] = f"{stages['workflow']['status'].replace('_', ' ')}; newest checkpoint: " + ("none" if reached is None else f"step {reached}")
+        rate = check["workflow_progress"]
+        if "seconds_per_step_median" in rate:
+            lines["training steps, median of the logged windows"] = (
+                f"{1000 * rate['seconds_per_step_median']:.0f} ms a step; {rate['steps']} steps would take {rate['projected_step_minutes']:.1f} min (checkpoints not counted)"
+            )
     if estimate:
         lines[f"{estimate['seeds']} seeds packed, estimated from throughput (steps only)"] = minutes(estimate["minutes"] * 60)
     if ratio_key in ratios:

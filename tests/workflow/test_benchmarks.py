@@ -154,6 +154,24 @@ def test_gpu_check_records_a_stage_cut_by_its_deadline_and_one_left_no_time(tmp_
     assert "gpu_tests" not in check and check["summary"]["stage tests"].startswith("skipped")
 
 
+def test_gpu_check_reads_the_step_rate_of_a_cut_training_job_from_its_log():
+    """A workflow stage cut before its training job ends still says how fast the steps ran, from the trainer's
+    logging windows (the lines as the H200 run of 2026-12-04 wrote them)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from gpu_check_summary import step_rate
+
+    log = [
+        "2026-12-04 17:55:41,450 posym.training INFO step 250 checkpoint written: seeds 0",
+        "2026-12-04 17:55:43,728 posym.training INFO step 300/6750 loss 4.5900 lr 3.99e-05  0.048 s/step (1 members)",
+        "2026-12-04 17:56:04,502 posym.training INFO step 750/6750 loss 4.1794 lr 9.99e-05  0.043 s/step (1 members)",
+        "2026-12-04 17:56:55,757 posym.training INFO step 1750/6750 loss 0.5969 lr 8.34e-05  0.055 s/step (1 members)",
+    ]
+    rate = step_rate(log)
+    assert rate == {"logged_windows": 3, "last_logged_step": 1750, "seconds_per_step_median": 0.048, "steps": 6750,
+                    "projected_step_minutes": pytest.approx(6750 * 0.048 / 60)}  # fmt: skip
+    assert step_rate(log[:1]) == {}
+
+
 def test_qk_fingerprint_speed_compares_each_path_with_its_reference(tmp_path):
     out = tmp_path / "qk.json"
     command = [sys.executable, "benchmarks/qk_fingerprint_speed.py", "--repeats", "1", "--checkpoints", "1", "--out", str(out)]
