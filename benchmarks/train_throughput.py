@@ -1,7 +1,7 @@
 """Training throughput of paper A's configuration: posym against HF GPTJForCausalLM + AdamW.
 
-Both train the same model (12 layers, one 128-dim head, vocabulary 137, batch 64, 17 input
-tokens plus the label) with the same optimiser settings, in blocks that alternate within one
+Both train the same model (12 layers, one 128-dim head, vocabulary 137, the config's batch of 192 per seed,
+17 input tokens plus the label) with the same optimiser settings, in blocks that alternate within one
 run, so that a busy or throttled machine slows both alike; the result is their ratio. posym is
 also measured with several seeds packed into one model. Each runs in float32 and under bfloat16
 autocast (posym's ``precision: bf16``; HF ``Trainer``'s ``bf16=True``), so that every ratio is
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -39,7 +40,10 @@ from posym.pipeline.provenance import cpu_name
 PAPER_A = config.study_defaults("a")  # the paper's model and optimiser settings
 
 HERE = Path(__file__).resolve().parent
-BATCH, TOKENS = 64, 18  # 17 inputs + the label, as HF sees them
+# Every contender trains at the config's batch (posym's trainer reads it from the settings; HF's step is given it),
+# and every rate counts that batch: posym was counted at 64 while it trained at 192 before 2026-12-04.
+BATCH = PAPER_A["train"]["batch_size"]
+TOKENS = 18  # 17 inputs + the label, as HF sees them
 
 # The precisions compared, each with the dtype its matmul peak is measured in. Named here rather
 # than taken from model.PRECISIONS, whose keys may grow (a precision resolved per device).
@@ -166,6 +170,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8, help="steps per timed block")
+    parser.add_argument("--profile-steps", type=int, default=5, help="steps profiled for the time inside matmuls")
     parser.add_argument("--packed", type=int, default=4, help="seeds packed into one posym model (0: skip)")
     parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPES), choices=list(PEAK_DTYPES))
     parser.add_argument("--threads", type=int, default=None)
@@ -204,8 +209,21 @@ def main() -> None:
                 peaks[precision].append(peak_gflops(PEAK_DTYPES[precision], device, peak_side, model.d_model))
             for name, (step, _, _) in contenders.items():
                 seconds[name].append(timed(step, 3 + round_ * args.steps, args.steps, device))
+            # A line per round, so that a run cut by a deadline (benchmarks/gpu_check.sh) shows how far it got.
+            print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{n} {1000 * s[-1]:.1f} ms" for n, s in seconds.items()), file=sys.stderr, flush=True)
+        # The timings are written before the profile, which is slow on a GPU (the H200 check of 2026-12-04 ran out of
+        # its deadline inside it), and written again with it.
+        report = build_report(args, contenders, seconds, peaks, model, {})
+        write_report(report, args.out)
         first = 3 + args.rounds * args.steps
-        in_matmuls = {name: matmul_seconds(step, first, args.steps, device) for name, (step, _, _) in contenders.items()}
+        profiled = min(args.steps, args.profile_steps)
+        in_matmuls = {name: matmul_seconds(step, first, profiled, device) for name, (step, _, _) in contenders.items()}
+    write_report(build_report(args, contenders, seconds, peaks, model, in_matmuls), args.out)
+
+
+def build_report(args, contenders: dict, seconds: dict, peaks: dict, model: ModelConfig, in_matmuls: dict) -> dict:
+    """The benchmark's JSON from the timed blocks (and, once profiled, each contender's seconds inside matmuls)."""
+    device = torch.device(args.device)
     peak = {precision: max(max(p.values()) for p in runs) for precision, runs in peaks.items()}
     work = flops_per_sample(model)
     results = {}
@@ -218,10 +236,11 @@ def main() -> None:
             "step_seconds": seconds[name],
             "samples_per_second": rate,
             "share_of_peak": rate * work / (peak[precision] * 1e9),  # of the matmul peak in its precision
-            "minutes_per_paper_task_seed": 432_000 / rate / 60,  # amortised over packed seeds
-            "matmul_seconds_per_step": in_matmuls[name],
-            "samples_per_second_if_only_matmuls": BATCH * members / in_matmuls[name],
+            "minutes_per_paper_task_seed": PAPER_A["train"]["steps"] * BATCH / rate / 60,  # amortised over packed seeds
         }
+        if name in in_matmuls:
+            results[name]["matmul_seconds_per_step"] = in_matmuls[name]
+            results[name]["samples_per_second_if_only_matmuls"] = BATCH * members / in_matmuls[name]
     hf = results["hf_gptj"] if "hf_gptj" in results else None
     ratios = {}
     for name, r in results.items():
@@ -229,12 +248,13 @@ def main() -> None:
             continue
         same = results["hf_gptj" + ("" if r["precision"] == "fp32" else f"_{r['precision']}")]
         ratios[f"{name} / HF at {r['precision']}"] = r["samples_per_second"] / same["samples_per_second"]
-        ratios[f"{name} with only its matmuls timed / HF at {r['precision']}"] = r["samples_per_second_if_only_matmuls"] / same["samples_per_second"]
+        if "samples_per_second_if_only_matmuls" in r:
+            ratios[f"{name} with only its matmuls timed / HF at {r['precision']}"] = r["samples_per_second_if_only_matmuls"] / same["samples_per_second"]
         if hf is not None and r["precision"] != "fp32":
             ratios[f"{name} / HF at fp32"] = r["samples_per_second"] / hf["samples_per_second"]
     report = {
         "benchmark": "train_throughput",
-        "what": ("paper A config" if args.size == "paper" else "tiny model (--size min)") + ", batch 64 per seed; blocks of steps alternate between contenders",
+        "what": ("paper A config" if args.size == "paper" else "tiny model (--size min)") + f", batch {BATCH} per seed; blocks of steps alternate between contenders",
         "size": args.size,
         "machine": {
             "platform": platform.platform(),
@@ -248,6 +268,7 @@ def main() -> None:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "rounds": args.rounds,
         "steps_per_block": args.steps,
+        "profiled_steps": min(args.steps, args.profile_steps) if in_matmuls else None,  # None: not yet profiled
         "flops_per_sample": work,
         "peak_gflops": peak,
         "peak_measurements": peaks,
@@ -259,7 +280,7 @@ def main() -> None:
         | {name: f"{ratio:.2f}" for name, ratio in ratios.items()}
         | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
     )
-    write_report(report, args.out)
+    return report
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def tiny_jobs(workdir):
 
 
 def test_the_tiny_config_plans_every_job_of_paper_a(tiny_jobs):
-    assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 39
+    assert tiny_jobs["train"] == tiny_jobs["train_outputs"] == 2 and tiny_jobs["report"] == 1 and sum(tiny_jobs.values()) == 42
     assert {f"a_notebook_{name}" for name in study.load("a").notebooks} - {"a_notebook_fidelity"} <= set(tiny_jobs)
     assert "a_notebook_fidelity" not in tiny_jobs  # the fidelity study is off unless configured
 
@@ -85,7 +85,7 @@ def test_every_test_config_dry_runs(workdir, tiny_jobs, name):
     expected = {**tiny_jobs, **EXPECTED[name]}
     expected = {rule: count for rule, count in expected.items() if count is not None}
     if name == "single_task":  # one run instead of two: half of every per-run job
-        expected.update({r: 1 for r in ("a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_discrepancy")})
+        expected.update({r: 1 for r in ("a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_discrepancy", "a_length_protocol")})
     assert jobs == expected
 
 
@@ -178,7 +178,7 @@ def test_the_fidelity_study_compares_the_recipes_claim_by_claim(tmp_path):
 
 
 #: The jobs of one run (task x seed): the quick config's three seeds have three of each where the tiny one has one.
-PER_RUN_JOBS = ("split", "train_outputs", "evaluate_test", "a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_scores", "a_discrepancy", "a_geometry")
+PER_RUN_JOBS = ("split", "train_outputs", "evaluate_test", "a_length_sets", "a_evaluate_length", "a_flow", "a_frequency", "a_scores", "a_discrepancy", "a_geometry", "a_length_protocol")
 
 
 @pytest.mark.parametrize("variants", [(), ("configs/quick.yaml",), ("configs/quick.yaml", "configs/bf16.yaml")], ids=lambda v: "+".join(v) or "config.yaml")

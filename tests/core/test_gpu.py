@@ -106,3 +106,20 @@ def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path, data, restores_det
     for s in (0, 1):
         files = [tmp_path / f"{name}/seed{s}/checkpoints/step-000060/model.safetensors" for name in ("reference", "interrupted")]
         assert sha256_file(files[0]) == sha256_file(files[1])
+
+
+@pytest.mark.parametrize("saved_on, resumed_on", [("cpu", "cuda"), ("cuda", "cpu")])
+def test_a_checkpoint_resumes_on_another_kind_of_device(tmp_path, data, caplog, saved_on, resumed_on):
+    """The dropout generator's state of one kind of device does not fit the other's: the run resumes all the same
+    (tests/core/test_train.py checks the generator it resumes with). fp32 on both: "auto" would be bf16 on the GPU
+    only, and a checkpoint of another precision is not resumed."""
+    interrupted = _trainer(tmp_path, data, [0], device=saved_on, precision="fp32")
+    interrupted._write(0, [0], False, {0: []}, {0: []}, 0.0)
+    for step in range(30):
+        interrupted.step(step)
+    interrupted._write(30, [0], False, {0: []}, {0: []}, 0.0)
+    resumed = _trainer(tmp_path, data, [0], device=resumed_on, precision="fp32")
+    assert resumed.resume() == 30
+    _train(resumed)
+    assert f"saved on another kind of device than {resumed_on}" in caplog.text
+    assert (tmp_path / "seed0" / "checkpoints" / "step-000060" / "model.safetensors").is_file()

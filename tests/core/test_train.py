@@ -14,7 +14,7 @@ import torch
 
 from posym.training import checkpoints
 from posym.data import datasets, tasks
-from posym.data.files import IntegrityError, load_tensors, save_tensors, sha256_file
+from posym.data.files import IntegrityError, load_tensors, read_json, save_tensors, sha256_file, write_json
 from conftest import model_config, train_config
 from posym.training.checkpoints import load_final_model, load_index
 from posym.training.evaluate import predict
@@ -198,6 +198,42 @@ def test_a_checkpoint_of_another_tensor_layout_is_not_resumed(tmp_path, small_da
         shutil.copytree(tmp_path / "saved", tmp_path / "checkpoints")  # as they were, for the next layout
 
 
+def test_a_checkpoint_saved_on_another_kind_of_device_resumes(tmp_path, small_data, caplog):
+    """A GPU saves its dropout generator as CUDA's Philox state (seed and offset, 16 bytes), which a CPU's
+    generator (5056 bytes) cannot take: the resume goes on with the generator seeded from (seed, step),
+    repeatably, and says so. tests/core/test_gpu.py resumes across devices both ways where there is a GPU."""
+    train_data, test_data = small_data
+    vocab = get("number").vocabulary.tokens
+    run = Run(seed=3, train=train_data, test=test_data, out=tmp_path / "saved")
+    trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, vocab))
+    nothing = {0: []}
+    trainer._write(0, [0], False, nothing, {0: []}, 0.0)
+    for step in range(20):
+        trainer.step(step)
+    trainer._write(20, [0], False, nothing, {0: []}, 0.0)  # where a killed run would have left its newest state
+    newest = checkpoints.step_dir(run.out / "checkpoints", 20)
+    state = load_tensors(newest / "trainer_state.safetensors")
+    assert state["generator"].numel() == 5056  # what a CPU wrote
+    seed_and_offset = np.array([3, 20 * 4], dtype="<u8").view(np.uint8)  # as a CUDA generator's get_state() lays it out
+    state["generator"] = torch.from_numpy(seed_and_offset.copy())
+    sums = read_json(newest / "checksums.json")
+    sums["trainer_state.safetensors"] = save_tensors(newest / "trainer_state.safetensors", state)
+    write_json(newest / "checksums.json", sums)
+
+    expected = torch.Generator().manual_seed(3 + (20 << 32)).get_state()
+    finals = []
+    for name in ("first", "second"):
+        shutil.copytree(run.out / "checkpoints", tmp_path / name / "checkpoints")
+        member = Run(seed=3, train=train_data, test=test_data, out=tmp_path / name)
+        resumed = Trainer(SplitObjective([member], TINY_MODEL, TINY_TRAIN, vocab))
+        assert resumed.resume() == 20
+        assert torch.equal(resumed.generators[0].get_state(), expected)
+        resumed.train()
+        finals.append(sha256_file(checkpoints.step_dir(member.out / "checkpoints", 40) / "model.safetensors"))
+    assert finals[0] == finals[1]
+    assert "saved on another kind of device than cpu" in caplog.text
+
+
 @pytest.mark.parametrize("change", [{"learning_rate": 1e-3}, {"precision": "bf16"}])
 def test_changed_settings_discard_stale_checkpoints(tmp_path, small_data, caplog, change):
     train_data, test_data = small_data
@@ -246,3 +282,34 @@ def test_no_pickle_loading_anywhere_in_the_package():
 def test_unknown_precision_is_refused_by_name():
     with pytest.raises(ValueError, match="precision='fp16'"):
         train_config(precision="fp16")
+
+
+@pytest.mark.parametrize("killed_after", ["files removed", "checksums rewritten"])
+def test_a_kill_while_an_older_resume_state_is_dropped_leaves_a_resumable_run(tmp_path, small_data, killed_after):
+    """Each new checkpoint drops the resume state of the older ones: a kill midway through that drop leaves an older
+    checkpoint with part of it done. Either part alone (the state's files gone, checksums still listing them; or,
+    as posym before 2026-12-04 could leave it, the checksums rewritten, the files still there) must leave a run that
+    resumes from its newest state, not one refused as damaged (CI on 1ca9d67 hit the second)."""
+    train_data, test_data = small_data
+    vocab = get("number").vocabulary.tokens
+    run = Run(seed=0, train=train_data, test=test_data, out=tmp_path)
+    trainer = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, vocab))
+    nothing = {0: []}
+    trainer._write(0, [0], False, nothing, {0: []}, 0.0)
+    for step in range(20):
+        trainer.step(step)
+    older = checkpoints.step_dir(tmp_path / "checkpoints", 0)
+    kept = {name: (older / name).read_bytes() for name in checkpoints.TRAINER_FILES}
+    trainer._write(20, [0], False, nothing, {0: []}, 0.0)
+    assert not checkpoints.has_trainer_state(older)
+    if killed_after == "files removed":
+        sums = read_json(older / "checksums.json")
+        write_json(older / "checksums.json", {**sums, **{name: "listed, then the job was killed" for name in kept}})
+    else:
+        for name, content in kept.items():
+            (older / name).write_bytes(content)
+    resumed = Trainer(SplitObjective([run], TINY_MODEL, TINY_TRAIN, vocab))
+    assert resumed.resume() == 20
+    resumed.train()
+    checkpoints.load_model(older)  # its weights still verify
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path / "checkpoints")] == [0, 20, 40]

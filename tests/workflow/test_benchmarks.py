@@ -42,6 +42,9 @@ def test_the_benchmarks_refuse_what_they_cannot_run():
     bad = {  # command -> what its error says
         ("bash", "benchmarks/gpu_check.sh", "--device", "tpu"): "--device cuda or cpu, not tpu",
         ("bash", "benchmarks/gpu_check.sh", "--size", "huge"): "--size paper or min, not huge",
+        ("bash", "benchmarks/gpu_check.sh", "--budget", "7m"): "--budget is whole seconds, not 7m",
+        ("bash", "benchmarks/gpu_check.sh", "--stages", "tests,report"): "--stages names tests, throughput or workflow, not report",
+        ("bash", "benchmarks/gpu_check.sh", "--deadline", "workflow:60"): "--deadline takes STAGE=SECONDS",
         (sys.executable, "benchmarks/pack_seeds.py", "--seeds", "1"): "--seeds must be at least 2",
     }
     import torch
@@ -79,20 +82,45 @@ def test_pack_seeds_times_separate_and_packed_jobs(tmp_path):
     assert report["summary"] and report["machine"]["cores_used"] == 2
 
 
+#: What benchmarks/gpu_check.sh leaves in --out: at most 8 flat files come back from the GPU machine.
+GPU_CHECK_FILES = {
+    "gpu_check_cpu.json", "train_throughput_cpu.json", "gpu_tests.xml",
+    "setup.log", "gpu_tests.log", "throughput.log", "workflow.log", "jobs.log",
+}  # fmt: skip
+
+
+def run_gpu_check(tmp_path, *arguments):
+    """benchmarks/gpu_check.sh on the CPU at min size, as the GPU machine runs it but for the device; (exit code,
+    output, its --out folder, its summary JSON)."""
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    command = ["bash", "benchmarks/gpu_check.sh", "--device", "cpu", "--size", "min", "--out", str(out), "--scratch", str(scratch), *arguments]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    output = result.stdout[-3000:] + result.stderr[-3000:]
+    assert (out / "gpu_check_cpu.json").is_file(), output
+    return result.returncode, output, out, json.loads((out / "gpu_check_cpu.json").read_text())
+
+
 @pytest.mark.slow
 def test_gpu_check_runs_on_the_cpu_at_min_size(tmp_path):
-    committed = REPO / "benchmarks" / "results" / "train_throughput.json"
-    before = committed.read_bytes()
-    out, scratch = tmp_path / "out", tmp_path / "scratch"
-    command = ["bash", "benchmarks/gpu_check.sh", "--device", "cpu", "--size", "min", "--out", str(out), "--scratch", str(scratch)]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert committed.read_bytes() == before  # the committed CPU benchmark is not a min-size run's
+    committed = {path: path.read_bytes() for path in (REPO / "benchmarks" / "results").glob("*.json")}
+    code, output, out, check = run_gpu_check(tmp_path)
+    assert code == 0, output
+    # Nothing committed is written: a GPU run's JSONs are copied into benchmarks/results by hand (docs/gpu.md).
+    assert {path: path.read_bytes() for path in (REPO / "benchmarks" / "results").glob("*.json")} == committed
+    assert {p.name for p in out.iterdir()} == GPU_CHECK_FILES and all(p.is_file() for p in out.iterdir())
+    assert set(check["files"]) == GPU_CHECK_FILES
+    assert (check["benchmark"], check["device"], check["size"], check["budget_seconds"]) == ("gpu_check", "cpu", "min", 420)
+    # Each stage in the order of its value, within its deadline, and the whole check within the budget.
+    assert list(check["stages"]) == ["tests", "throughput", "workflow"]
+    for name, stage in check["stages"].items():
+        assert stage["status"] == "passed" and stage["exit_code"] == 0 and 0 < stage["seconds"] <= stage["deadline_seconds"], name
+    assert sum(s["seconds"] for s in check["stages"].values()) < check["check_seconds"] < 420
+    # The GPU tests skip without CUDA, and among them is the one that holds a step to no host synchronisation.
+    tests = check["gpu_tests"]
+    assert tests["tests"] == tests["skipped"] > 0 and tests["failures"] == tests["errors"] == 0 and tests["failed"] == []
+    assert tests["sync_free_tests"] and tests["sync_free"] is False  # skipped: not shown to hold
     throughput = json.loads((out / "train_throughput_cpu.json").read_text())
     assert throughput["device"] == "cpu" and {"posym", "hf_gptj", "posym_packed5", "posym_packed5_bf16"} <= set(throughput["results"])
-    check = json.loads((out / "gpu_check_cpu.json").read_text())
-    assert (check["benchmark"], check["device"], check["size"]) == ("gpu_check", "cpu", "min")
-    assert check["gpu_tests"]["exit_code"] in (0, 5) and check["gpu_tests"]["failures"] == check["gpu_tests"]["errors"] == 0
     assert check["throughput"]["results"] == throughput["results"]
     tiny, run = read_tiny()["train"], check["end_to_end"]
     assert (run["task"], run["seed"], run["device"], run["precision"]) == ("number", 0, "cpu", "fp32")
@@ -100,11 +128,48 @@ def test_gpu_check_runs_on_the_cpu_at_min_size(tmp_path):
     assert run["test_samples"] == read_tiny()["data"]["test_samples"] and 0 <= run["test_accuracy"] <= 1
     # The training job's process holds its trainer; the workflow ran it and then the evaluation.
     assert 0 < run["trainer_seconds"] < run["train_job_seconds"]
-    assert run["workflow_seconds"] > run["train_job_seconds"] + run["evaluate_job_seconds"]
+    assert run["workflow_seconds"] == check["stages"]["workflow"]["seconds"] > run["train_job_seconds"] + run["evaluate_job_seconds"]
     assert check["five_seeds_packed_estimate"]["seeds"] == 5
     # A tiny model is not compared with the paper's training, nor held to the GPU targets.
-    assert not {"paper", "targets"} & set(check) and check["summary"]
-    assert (scratch / "workflow" / "results" / "a" / "benchmarks" / "train" / "main" / "number-seed0.tsv").is_file()
+    assert not {"paper", "targets", "workflow_progress"} & set(check)
+    assert check["summary"]["stage workflow"].startswith("passed") and not any(k.startswith("target") for k in check["summary"])
+    assert "==> logs/a/train/main/number/packs/seed0.log <==" in (out / "jobs.log").read_text()
+    assert "posym " + str(REPO / "workflow" / "posym" / "__init__.py") in (out / "setup.log").read_text()
+
+
+def test_gpu_check_records_a_stage_cut_by_its_deadline_and_one_left_no_time(tmp_path):
+    """A stage past its deadline is stopped, the check goes on to its summary and says so; one that the budget leaves
+    no time is skipped. (Seconds: Snakemake alone takes longer than the workflow's 2 s to start its first job.)"""
+    code, output, out, check = run_gpu_check(tmp_path, "--stages", "workflow", "--deadline", "workflow=2")
+    assert code == 1 and "not done: workflow" in output, output
+    stage = check["stages"]["workflow"]
+    assert (stage["status"], stage["exit_code"], stage["deadline_seconds"]) == ("timed_out", 124, 2) and stage["seconds"] < 15
+    assert list(check["stages"]) == ["workflow"] and "end_to_end" not in check and "gpu_tests" not in check
+    assert check["workflow_progress"] == {"newest_checkpoint_step": None}
+    assert check["summary"]["workflow"] == "timed out; newest checkpoint: none"
+    assert {p.name for p in out.iterdir()} <= GPU_CHECK_FILES
+
+    code, output, out, check = run_gpu_check(tmp_path / "spent", "--stages", "tests", "--budget", "16")
+    assert code == 1 and check["stages"]["tests"]["status"] == "skipped", output
+    assert "gpu_tests" not in check and check["summary"]["stage tests"].startswith("skipped")
+
+
+def test_gpu_check_reads_the_step_rate_of_a_cut_training_job_from_its_log():
+    """A workflow stage cut before its training job ends still says how fast the steps ran, from the trainer's
+    logging windows (the lines as the H200 run of 2026-12-04 wrote them)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from gpu_check_summary import step_rate
+
+    log = [
+        "2026-12-04 17:55:41,450 posym.training INFO step 250 checkpoint written: seeds 0",
+        "2026-12-04 17:55:43,728 posym.training INFO step 300/6750 loss 4.5900 lr 3.99e-05  0.048 s/step (1 members)",
+        "2026-12-04 17:56:04,502 posym.training INFO step 750/6750 loss 4.1794 lr 9.99e-05  0.043 s/step (1 members)",
+        "2026-12-04 17:56:55,757 posym.training INFO step 1750/6750 loss 0.5969 lr 8.34e-05  0.055 s/step (1 members)",
+    ]
+    rate = step_rate(log)
+    assert rate == {"logged_windows": 3, "last_logged_step": 1750, "seconds_per_step_median": 0.048, "steps": 6750,
+                    "projected_step_minutes": pytest.approx(6750 * 0.048 / 60)}  # fmt: skip
+    assert step_rate(log[:1]) == {}
 
 
 def test_qk_fingerprint_speed_compares_each_path_with_its_reference(tmp_path):

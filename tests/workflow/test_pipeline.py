@@ -67,6 +67,41 @@ def test_length_table_sets_ours_beside_the_paper(tiny_run):
     assert table["paper"].notna().all()
 
 
+def test_the_length_protocol_item_ranks_every_rule_against_fig_5b(tiny_run):
+    """On the tiny run's models: the table is rules x lengths with the paper's row, the distances follow from the
+    runs' tables, the finding names the closest rule, and the uniform rule's accuracies are Fig 5B's."""
+    import pandas as pd
+
+    from posym.studies.a import length_protocol
+    from posym.studies.a.tasks.multihop import FILLER_RULES
+
+    tables = report_dir(tiny_run) / "a" / "tables"
+    table = pd.read_csv(tables / "length_protocol.csv")
+    assert table.columns.tolist() == ["task", "filler", "+0", "+20", "+100"]
+    assert table["filler"].tolist() == [*FILLER_RULES, "paper (Fig 5B)"] * 2
+    runs = {task: tiny_run / f"results/a/analysis/main/{task}/seed0/length_protocol.csv" for task in ("number", "letter")}
+    frame = pd.concat([pd.read_csv(path, dtype={"hop": str}).assign(task=task, seed=0) for task, path in runs.items()])
+    assert len(frame) == 2 * len(FILLER_RULES) * 3 * 5 and (frame.loc[frame["hop"] == "all", "n"] == 128).all()
+    distances = pd.read_csv(tables / "length_protocol_distance.csv")
+    expected = length_protocol.protocol_distances(frame)
+    assert distances["mean |gap|"].tolist() == pytest.approx(expected["mean |gap|"].tolist(), abs=1e-12)
+    assert distances["gap at +100"].tolist() == pytest.approx(expected["gap at +100"].tolist(), abs=1e-12)
+    assert (distances["at +100"] == "measured").all() and (distances.groupby("task")["closest"].sum() >= 1).all()
+    finding = pd.read_csv(tables / "length_protocol_finding.csv")
+    for row in finding.itertuples():
+        closest = distances[(distances["task"] == row.task) & distances["closest"]]["filler"].tolist()
+        assert row.closest == " and ".join(closest) and f"{row.closest} come" in row.finding
+    # the protocol's uniform sets are Fig 5B's (the same base samples and filler streams): equal where both measure
+    for task in ("number", "letter"):
+        fig5b = pd.read_csv(tiny_run / f"results/a/eval/main/{task}/seed0/length.csv", dtype={"hop": str})
+        ours = frame[(frame["task"] == task) & (frame["filler"] == "uniform")]
+        shared = fig5b.merge(ours, on=["extra_tokens", "hop"], suffixes=("_fig5b", "_protocol"))
+        assert len(shared) == 2 * 5  # +0 and +20, every hop and "all"
+        assert shared["accuracy_fig5b"].tolist() == shared["accuracy_protocol"].tolist()
+    html = (report_dir(tiny_run) / "index.html").read_text()
+    assert 'src="a/figures/length_protocol.png"' in html and "closest to Fig 5B" in html
+
+
 def test_manifest_records_provenance(tiny_run):
     report = report_dir(tiny_run)
     manifest = json.loads((report / "manifest.json").read_text())

@@ -95,6 +95,7 @@ def test_editing_a_notebook_reruns_it_and_the_report_only(tiny_run):
         ({"a": {"scores": {"samples": 8}}}, "a_scores"),
         ({"a": {"frequency": {"samples": 16}}}, "a_frequency"),
         ({"a": {"discrepancy": {"samples": 32}}}, "a_discrepancy"),
+        ({"a": {"length_protocol": {"fillers": ["uniform", "fixed"]}}}, "a_length_protocol"),
         ({"a": {"theory": {"random_inputs": 3}}}, "a_theory"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,

@@ -195,6 +195,8 @@ def cmd_committed_verdicts(args) -> None:
 
     changed = committed.write_readme(args.readme, args.reports)
     log.info("%s: the committed reports' verdicts %s", args.readme, "rewritten" if changed else "unchanged")
+    for page in committed.write_pages(args.docs, args.reports):
+        log.info("%s: its study's verdicts rewritten", page)
 
 
 # --------------------------------------------------------------------------- pretrained models
@@ -275,9 +277,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=1, help="CPU threads of the notebook's kernel")
     s.set_defaults(func=cmd_notebook)
 
-    s = sub.add_parser("committed-verdicts", help="write the committed reports' verdicts into the README's table")
+    s = sub.add_parser("committed-verdicts", help="write the committed reports' verdicts into the README's table and the study pages of docs/")
     s.add_argument("--reports", type=Path, default=Path("reports"), help="the committed reports (reports/<version>/)")
     s.add_argument("--readme", type=Path, default=Path("README.md"))
+    s.add_argument("--docs", type=Path, default=Path("docs"), help="pages with a study's block (posym.pipeline.committed.study_markers)")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_committed_verdicts)
 

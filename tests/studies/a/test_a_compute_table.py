@@ -104,3 +104,14 @@ def test_without_a_committed_gpu_check_there_is_no_row(tmp_path):
 def test_a_min_size_gpu_check_is_not_set_beside_the_paper():
     with pytest.raises(ValueError, match="paper-size"):
         compute.gpu_check_row(gpu_check(size="min"))
+
+
+def test_a_gpu_check_whose_workflow_did_not_finish_shows_how_far_it_got_not_a_time():
+    check = {**gpu_check(), "stages": {"workflow": {"status": "timed_out"}},
+             "workflow_progress": {"newest_checkpoint_step": 3550, "seconds_per_step_median": 0.055, "steps": 6750}}  # fmt: skip
+    del check["end_to_end"]
+    row = compute.gpu_check_row(check)
+    assert row["ours (per job)"] == "not finished (timed out at step 3550); 55 ms a step, so 6750 steps ≈ 6 min 11 s without checkpoints"
+    assert row["paper (per seed)"] == paper.COMPUTE.set_index(["stage", "task"]).loc[("training", "number"), "duration"]
+    del check["workflow_progress"]
+    assert compute.gpu_check_row(check)["ours (per job)"] == "not finished (timed out)"

@@ -389,10 +389,10 @@ def test_claim_a7_passes_fails_and_is_untested_when_it_should():
     verdicts = good.set_index(["check", "seed"])["verdict"]
     assert verdicts[("m, greedy: filter: letter accuracy at W = 16", "mean")] == "pass"
     assert verdicts[("m, greedy: letter > number at W = 32", "all")] == "pass"
-    assert (
-        good.set_index(["check", "seed"]).loc[("m, greedy: letter > number at W = 100", "all"), "measured"]
-        == "0 of 2 seeds pass"
-    )
+    at_100 = good.set_index(["check", "seed"]).loc[("m, greedy: letter > number at W = 100", "all")]
+    assert at_100["measured"].startswith("0 of 2 seeds pass; ")
+    # the gap beside the paper's models' mean gap at W = 100 (Table 3: .77, .59, .80 letter − number)
+    assert at_100["ours"] == 0 and abs(at_100["paper"] - (0.77 + 0.59 + 0.80) / 3) < 1e-9
     assert verdicts[("m, greedy: letter > number at W = 100", "0")] == "fail"  # a tie is not "greater"
     assert list(good.columns) == claims.COLUMNS and set(good["claim"]) == {"A-7"}
 

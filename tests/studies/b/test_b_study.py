@@ -244,6 +244,9 @@ def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
     table = results.claim_b3(deposit_in_layer_0, 50)
     assert set(table["verdict"]) == {"pass"} and len(table) == 4
     assert set(table.loc[table["check"].str.startswith("no deposit"), "task"]) == {"count"}
+    deposit = table.set_index("check").loc["one layer-0 deposit head"]
+    assert (deposit["ours"], deposit["paper"], deposit["difference"]) == (60, results.DEPOSIT_DROP, 0)  # the notes' ≈ 60
+    assert table.set_index("check").loc["no deposit: RoPE on Task 2", "ours"] == 3
     two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
     assert verdict_of(results.claim_b3(two_heads, 50), "one layer-0") == ["fail"]
     in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60}), *controls])

@@ -29,7 +29,9 @@ def test_c1_the_null_sits_at_the_published_values(measured):
     assert len(rows) == 4
     for check, value in rows.items():
         assert value == pytest.approx(0.707 if "dir_frac" in check else 0.61, abs=0.01 if "dir_frac" in check else 0.02), check
-    assert (checks.claim_c1(measured)["verdict"] == "pass").all()
+    c1 = checks.claim_c1(measured)
+    assert (c1["verdict"] == "pass").all()
+    assert sorted(set(c1["paper"])) == [0.61, 0.707] and (c1["difference"].abs() <= 0.02).all()  # the published null means
 
 
 def test_c2_the_gauge_moves_the_weights_not_the_spectrum(measured):

@@ -107,3 +107,16 @@ def test_claim_c5_passes_on_the_cache(table2, frames):
     rows = published.claim_c5(table2.reset_index(), published.permutation(frames))
     assert (rows["verdict"] == "pass").all() and rows["source"].str.len().gt(0).all()
     assert len(rows) == len(paper.MODELS) + 2
+    percentiles = rows.iloc[: len(paper.MODELS)]  # each model's distance to its printed value, within the rounding
+    assert percentiles["paper"].notna().all() and (percentiles["difference"].abs() <= 0.005 + 1e-12).all()
+    assert rows.iloc[-2]["paper"] == 0.029 and abs(rows.iloc[-2]["ours"] - 1 / 35) < 1e-12
+
+
+def test_fig1_and_fig2b_come_from_the_cache(frames):
+    plane = published.fig1(frames["gpt2"])
+    assert len(plane) == 144 and set(plane["model"]) == {"GPT-2"}  # 12 layers × 12 heads
+    attenuation = published.fig2b(published.table3(frames)).set_index("model")
+    assert list(attenuation["rope_fraction"]) == [0.25, 0.25, 1.0]
+    for estimator in ("hybrid", "rank"):  # the paper prints them to the percent
+        gap = attenuation[f"attenuation_{estimator}"] - attenuation[f"attenuation_{estimator} (paper)"]
+        assert gap.abs().max() < 0.7, estimator

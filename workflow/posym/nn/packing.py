@@ -59,7 +59,7 @@ def attention(
     future = k_positions[None, :] > q_positions[:, None] if causal else None
     hidden = None if key_mask is None else ~key_mask[..., None, None, :]
     if not explicit:
-        out = _fused_attention(q, k, v, scale, bias, future, hidden, same_positions=torch.equal(q_positions, k_positions))
+        out = _fused_attention(q, k, v, scale, bias, future, hidden, same_positions=q_positions is k_positions)
     else:
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale
         if bias is not None:
@@ -84,7 +84,10 @@ def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool)
     back to its slow reference path: flatten the leading axes, and name the plain causal case."""
     lead = q.shape[:-3]
     q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
-    if bias is None and hidden is None and (future is None or not future.any()):
+    # Which kernel is decided from shapes and identities, never from values: reading a GPU tensor's value (a
+    # torch.equal, a mask's .any()) would synchronise with the host. The same positions tensor for queries and keys
+    # is the plain causal case; other positions (the last query only, shifted ones) pass their mask.
+    if bias is None and hidden is None and future is None:
         out = F.scaled_dot_product_attention(q, k, v, scale=scale)
     elif bias is None and hidden is None and same_positions:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)

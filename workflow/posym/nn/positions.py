@@ -112,7 +112,7 @@ class Rope(PositionScheme):
         if frequencies.shape != (rotary_dim // 2,):
             raise ValueError(f"need {rotary_dim // 2} frequencies, got {tuple(frequencies.shape)}")
         self.register_buffer("frequencies", frequencies, persistent=False)
-        self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._cache: tuple[torch.Tensor, int, torch.Tensor] | None = None
 
     @classmethod
     def from_config(cls, config, members: int = 1) -> "Rope":
@@ -126,11 +126,14 @@ class Rope(PositionScheme):
 
     def phases(self, positions: torch.Tensor) -> torch.Tensor:
         """exp(i g_k p) for each position p and plane k, shape (T, rotary_dim/2), complex64."""
-        if self._cache is not None and self._cache[0].shape == positions.shape and torch.equal(self._cache[0], positions):
-            return self._cache[1]
+        # The same positions tensor, unchanged since (its version counter), reuses its phases: a forward pass hands
+        # one tensor to every layer. Comparing values instead (torch.equal) reads a GPU's answer back, a host sync
+        # per layer per step (the device check of 2026-12-04 caught it under sync debug mode).
+        if self._cache is not None and self._cache[0] is positions and self._cache[1] == positions._version:
+            return self._cache[2]
         angles = positions.to(torch.float32)[:, None] * self.frequencies.to(positions.device)[None, :]
         phases = torch.complex(torch.cos(angles), torch.sin(angles))
-        self._cache = (positions.clone(), phases)
+        self._cache = (positions, positions._version, phases)
         return phases
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -150,14 +150,17 @@ def hf_tokenizer_files(vocab: list[str]) -> dict[str, dict]:
 
 
 def drop_trainer_state(directory: Path) -> None:
-    """Remove the resume state from an older checkpoint once a newer one carries it."""
+    """Remove the resume state from an older checkpoint once a newer one carries it.
+
+    The files go before their checksums: a job killed in between leaves a checkpoint without a resume state (and
+    checksums naming absent files no load reads), never resume files its checksums do not list."""
+    for name in TRAINER_FILES:
+        (directory / name).unlink(missing_ok=True)
     checksums_path = directory / "checksums.json"
     checksums = read_json(checksums_path)
     for name in TRAINER_FILES:
         checksums.pop(name, None)
     write_json(checksums_path, checksums)
-    for name in TRAINER_FILES:
-        (directory / name).unlink(missing_ok=True)
 
 
 def verify(directory: Path, names: tuple[str, ...] = VERIFIED_FILES) -> dict[str, str]:
@@ -200,14 +203,20 @@ def load_trainer_meta(directory: Path) -> dict:
 
 
 def has_trainer_state(directory: Path) -> bool:
-    return all((Path(directory) / name).is_file() for name in TRAINER_FILES)
+    """Whether the checkpoint keeps a resume state: its files present and listed in its checksums (a drop that
+    posym before 2026-12-04 interrupted could leave the files unlisted; they are then no state, not a damaged one)."""
+    directory = Path(directory)
+    if not all((directory / name).is_file() for name in TRAINER_FILES):
+        return False
+    listed = read_json(directory / "checksums.json")
+    return all(name in listed for name in TRAINER_FILES)
 
 
 def remove_all(root: Path) -> int:
     """Delete every checkpoint under root (a stale run of other settings); returns how many."""
     found = list_checkpoints(root)
     for _, path in found:
-        shutil.rmtree(path)
+        _discard(path)
     return len(found)
 
 
@@ -215,8 +224,17 @@ def remove_after(root: Path, step: int) -> int:
     """Delete the checkpoints past ``step`` (those of a run that did not finish); how many there were."""
     later = [path for s, path in list_checkpoints(root) if s > step]
     for path in later:
-        shutil.rmtree(path)
+        _discard(path)
     return len(later)
+
+
+def _discard(directory: Path) -> None:
+    """Unpublish a checkpoint with one rename, then delete it: a kill midway leaves a hidden folder, never a
+    step directory with part of its files."""
+    hidden = directory.with_name(f".discarded-{directory.name}")
+    shutil.rmtree(hidden, ignore_errors=True)
+    directory.rename(hidden)
+    shutil.rmtree(hidden)
 
 
 def load_index(path: Path) -> dict:

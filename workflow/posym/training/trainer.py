@@ -184,7 +184,7 @@ class Trainer:
         for i, directory in enumerate(directories):
             self.model.load_checkpoint_tensors(load_tensors(directory / "model.safetensors"), i)
             if "generator" in states[i]:
-                self.generators[i].set_state(states[i]["generator"])
+                self._restore_generator(i, states[i]["generator"], step)
         if "optimizer_step" not in states[0]:
             return
         for group in self.optimizer.param_groups:
@@ -196,6 +196,22 @@ class Trainer:
                     "exp_avg": torch.stack([s[f"exp_avg.{name}"] for s in states]).to(self.device),
                     "exp_avg_sq": torch.stack([s[f"exp_avg_sq.{name}"] for s in states]).to(self.device),
                 }
+
+    def _restore_generator(self, i: int, state: torch.Tensor, step: int) -> None:
+        """The pack's i-th dropout generator as its step-``step`` checkpoint saved it. A state saved on another kind
+        of device does not fit this one's generator (a CPU's Mersenne Twister is 5056 bytes, CUDA's Philox seed and
+        offset 16), and setting it would stop the resume: the generator is then seeded from (seed, step), so that
+        the resumed run is repeatable, though its dropout masks are not those the saved stream would have drawn."""
+        generator = self.generators[i]
+        if state.numel() == generator.get_state().numel():
+            generator.set_state(state)
+            return
+        seed = self.objective.seeds[self.active[i]]
+        generator.manual_seed(seed + (step << 32))  # at step 0 the fresh run's seed; past it, no seed below 2**32
+        log.warning(
+            "seed %d: the step-%d checkpoint's dropout generator was saved on another kind of device than %s; "
+            "its masks from there on are drawn from a generator seeded from (seed, step)", seed, step, self.device.type,
+        )  # fmt: skip
 
     def _resumable(self, m: int, directory: Path) -> bool:
         """A checkpoint of member m's settings and data, with its resume state, whose weights and optimizer moments

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pandas as pd
 
 from posym.pipeline.config import command_settings
@@ -25,18 +24,32 @@ def cmd_length_data(args) -> None:
     from posym.data import datasets
 
     from .tasks import get
+    from .tasks.multihop import filler_seed
 
     length = command_settings(args, STUDY, "length")["length"]
-    task = get(args.task)
+    task, rule = get(args.task), length["filler"]
     # Each length draws its fillers from its own stream; the base samples are shared by all lengths.
-    filler_seed = {x: int(np.random.SeedSequence([args.seed, x]).generate_state(1)[0]) for x in length["extra_tokens"]}
-    sets = {
-        f"extra{x}": task.length_extension_set(length["samples"], x, filler_seed[x], base_seed=args.seed)
-        for x in length["extra_tokens"]
-    }
-    record = {"samples": length["samples"], "seed": args.seed, "extra_tokens": list(length["extra_tokens"])}
+    base = task.length_base_set(length["samples"], base_seed=args.seed)
+    sets = {f"extra{x}": task.extend(base, x, filler_seed(args.seed, x), rule) for x in length["extra_tokens"]}
+    record = {"samples": length["samples"], "seed": args.seed, "extra_tokens": list(length["extra_tokens"]), "filler": rule}
     datasets.save_splits(args.out, sets, record)
-    log.info("%s: %d length-extended sets of %d samples -> %s", args.task, len(sets), length["samples"], args.out)
+    log.info("%s: %d length-extended sets of %d samples (fillers: %s) -> %s", args.task, len(sets), length["samples"], rule, args.out)
+
+
+def cmd_length_protocol(args) -> None:
+    from posym.data.files import read_json
+    from posym.training.checkpoints import load_final_model
+
+    from .length_protocol import protocol_accuracy
+
+    section = command_settings(args, STUDY, "length_protocol")["length_protocol"]
+    model, _, final = load_final_model(args.index)
+    precision = read_json(args.index)["train"].get("precision", "fp32")  # as the test evaluation (posym evaluate)
+    table = protocol_accuracy(
+        model, args.task, section["fillers"], section["extra_tokens"], section["samples"], args.seed, precision
+    )
+    write_csv(args.out, table.assign(step=final["step"]))
+    log.info("%s: %d filler rules x %d lengths -> %s", args.task, len(section["fillers"]), len(section["extra_tokens"]), args.out)
 
 
 def cmd_scores(args) -> None:

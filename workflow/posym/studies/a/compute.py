@@ -73,20 +73,29 @@ def _published_training() -> dict[tuple[str, str], str]:
 def gpu_check_row(check: Mapping) -> dict:
     """Table 4's row of benchmarks/gpu_check.sh: its training job of one task-seed, beside the paper's for that task.
 
-    Only a check of the paper's configuration compares with the paper: a ``--size min`` check is refused.
-    """
+    Only a check of the paper's configuration compares with the paper: a ``--size min`` check is refused. A check
+    whose workflow stage did not finish has no job time: its row says so, with the step it reached and its measured
+    seconds per step, never a time it did not take."""
     if check.get("benchmark") != "gpu_check" or check.get("size") != "paper":
         raise ValueError(f"not a paper-size result of benchmarks/gpu_check.sh (size {check.get('size')!r})")
+    row = {"stage": GPU_CHECK_STAGE, "seeds per job": 1, "jobs": 1, "paper: hardware": paper.COMPUTE_HARDWARE}
+    if "end_to_end" not in check:
+        status = check.get("stages", {}).get("workflow", {}).get("status", "not run").replace("_", " ")
+        reached = check.get("workflow_progress", {})
+        rate = reached.get("seconds_per_step_median")
+        ours = f"not finished ({status}" + (f" at step {reached['newest_checkpoint_step']}" if reached.get("newest_checkpoint_step") else "") + ")"
+        if rate:
+            ours += f"; {1000 * rate:.0f} ms a step, so {reached['steps']} steps ≈ {duration(reached['steps'] * rate)} without checkpoints"
+        task = "number"  # the check's task-seed (benchmarks/gpu_check_summary.py: TASK, SEED)
+        return {**row, "task": task, "ours (per job)": ours, "ours: hardware": check["machine"]["device"],
+                "paper (per seed)": _published_training().get(("training", task), "")}  # fmt: skip
     run = check["end_to_end"]
     return {
-        "stage": GPU_CHECK_STAGE,
+        **row,
         "task": run["task"],
         "ours (per job)": duration(run["train_job_seconds"]),
-        "seeds per job": 1,
-        "jobs": 1,
         "ours: hardware": f"{check['machine']['device']} ({run['steps']} steps, {run['checkpoints']} checkpoints, {run['precision']})",
         "paper (per seed)": _published_training().get(("training", run["task"]), ""),
-        "paper: hardware": paper.COMPUTE_HARDWARE,
     }
 
 

@@ -22,6 +22,18 @@ JOBS = (
         settings=("length",),
     ),
     Job(
+        "length-protocol",
+        "Fig 5B under each filler rule of length_protocol.fillers: a run's final checkpoint on Fig 5B's base samples",
+        f"{CLI}:cmd_length_protocol",
+        inputs={"index": INDEX},
+        values={
+            "task": Value("the run's task", choices=PAPER_ORDER),
+            "seed": Value("dataset seed (data.seed_offset + run seed): the base samples and filler streams of Fig 5B's", type=int),
+        },
+        out="CSV: filler, extra_tokens, length, hop, accuracy, n, step",
+        settings=("length_protocol",),
+    ),
+    Job(
         "scores",
         "positional / symbolic scores, entropy and purity of every head at every checkpoint of a run (spec §A6)",
         f"{CLI}:cmd_scores",

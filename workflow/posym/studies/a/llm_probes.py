@@ -29,6 +29,7 @@ from posym.studies.a import language_models
 from posym.studies.a.language_models import EndpointClient, parse_answer
 from posym.lm.local import LocalModel
 
+from . import paper
 from .tasks import PAPER_ORDER, get
 
 log = logging.getLogger("posym.a.llm")
@@ -327,9 +328,18 @@ def claim_a7(items: pd.DataFrame | None, thresholds: Mapping) -> pd.DataFrame:
                         source=source,
                         task=task,
                         seed=run,
+                        ours=letter - number,
+                        paper=published_gap(window),
                     )
                 )
     return claims.with_seed_summary(rows)
+
+
+def published_gap(window: int) -> float | None:
+    """Letter − Number accuracy at ``window``, the mean over the paper's models (Table 3): what a substitute model's
+    gap is set beside."""
+    table = paper.LLM_ACCURACY[paper.LLM_ACCURACY["window"] == window].pivot(index="model", columns="task", values="accuracy").dropna()
+    return float((table["letter"] - table["number"]).mean()) if len(table) else None
 
 
 def _claim_checks(prefix: str, thresholds: Mapping) -> list[tuple[str, str, str, str]]:

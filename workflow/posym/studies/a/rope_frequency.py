@@ -322,6 +322,14 @@ def _a4_verdict(found: pd.DataFrame, low: int | None, high: int | None, side: st
     return shown, bool(inside.all() and apart.all())
 
 
+def _a4_distance(found: pd.DataFrame, task: str) -> tuple[float | None, float | None]:
+    """How far a check's layers are from Table 1: our mean ID* over them and the paper's mean ID over the same layers."""
+    if found.empty:
+        return None, None
+    table = paper.TABLE1[(paper.TABLE1["task"] == task) & paper.TABLE1["layer"].isin(found["layer"])]
+    return float(found["weighted_id"].mean()), float(table["id"].mean())
+
+
 def claim_a4(use: pd.DataFrame, seeds: list[int], thresholds: Mapping) -> pd.DataFrame:
     """Claim A-4 per seed and check, plus a "k of n seeds pass" row per check. A check passes when every layer's
     round(ID*) is in the band and its ID* is separated from a flat curve on the side the band lies (see
@@ -338,7 +346,8 @@ def claim_a4(use: pd.DataFrame, seeds: list[int], thresholds: Mapping) -> pd.Dat
         for seed in seeds:
             found = ids[(ids["task"] == task) & (ids["seed"] == seed) & ids["layer"].isin(layers)]
             measured, passed = _a4_verdict(found, low, high, side)
-            rows.append(claims.row("A-4", check, measured, expected, passed, source=source, task=task, seed=seed))
+            ours, published = _a4_distance(found, task)
+            rows.append(claims.row("A-4", check, measured, expected, passed, source=source, task=task, seed=seed, ours=ours, paper=published))
     return claims.with_seed_summary(rows)
 
 

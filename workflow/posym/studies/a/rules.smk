@@ -48,6 +48,30 @@ use rule evaluate_test as a_evaluate_length with:
         **job_resources(mem_mb=4000, minutes=60),
 
 
+# Fig 5B under each filler rule (posym's length-protocol study): inference on the run's final checkpoint, its sets
+# made in the job from the same seed as the run's length sets.
+rule a_length_protocol:
+    input:
+        index=A_INDEX,
+    output:
+        PAPER_A.path("length_protocol"),
+    log:
+        "logs/a/analysis/{variant}/{task}/seed{seed}/length_protocol.log",
+    benchmark:
+        f"{A}/benchmarks/length_protocol/{{variant}}/{{task}}-seed{{seed}}.tsv"
+    conda:
+        TRAINING_ENV
+    threads: config["threads"]
+    resources:
+        **job_resources(mem_mb=4000, minutes=120),
+    params:
+        seed=data_seed("a"),
+        settings=posym_jobs.settings_json(config["a"], ["length_protocol"]),
+    shell:
+        "posym a length-protocol --index {input.index} --task {wildcards.task} --seed {params.seed}"
+        " --settings {params.settings:q} --out {output} --threads {threads} > {log} 2>&1"
+
+
 # The analyses of a run's final checkpoint: each a posym job on the run's checkpoint index and a data split.
 rule a_scores:
     input:

@@ -565,6 +565,7 @@ def claim_a6(curves: pd.DataFrame, exact: pd.DataFrame, reference: pd.DataFrame,
         measured = f"largest difference {computed['difference'].max():.2e} over {len(computed)} values" if len(computed) else "no value computed"
         if missing:
             measured += f"; n = {_ranges(missing)} not computed (beyond theory.max_length)"
+        worst = computed.loc[computed["difference"].idxmax()] if len(computed) else None  # the distance: its largest
         rows.append(
             _verdict(
                 f"Fig 5A {function} curve (θ = {theta:g}) reproduced to {tolerance:g}",
@@ -573,6 +574,8 @@ def claim_a6(curves: pd.DataFrame, exact: pd.DataFrame, reference: pd.DataFrame,
                 bool((computed["difference"] <= tolerance).all()) if len(computed) else None,
                 A6_FIG5A_SOURCE,
                 evidence="code",
+                ours=None if worst is None else worst["ours"],
+                paper=None if worst is None else worst["paper"],
             )
         )
     return pd.DataFrame(rows, columns=claims.COLUMNS)
@@ -614,9 +617,12 @@ def _bound_rows(function: str, theta: float, frame: pd.DataFrame) -> list[dict]:
 
 
 def _verdict(
-    check: str, measured: str, expected: str, passed: bool | None, source: str, evidence: str = "", observation: bool = False
+    check: str, measured: str, expected: str, passed: bool | None, source: str, evidence: str = "", observation: bool = False,
+    ours: float | None = None, paper: float | None = None,
 ) -> dict:
-    return claims.row("A-6", check, measured, expected, passed, source=source, evidence=evidence, observation=observation)
+    return claims.row(
+        "A-6", check, measured, expected, passed, source=source, evidence=evidence, observation=observation, ours=ours, paper=paper
+    )
 
 
 def _ranges(values: list[int]) -> str:

@@ -27,13 +27,16 @@ def cmd_published(args) -> None:
     cache = args.checksums.parent  # the tables are checked against it on every load
     frames = published.load_all(cache)
     table2 = published.table2(frames, section["bootstrap_draws"], section["seed"], section["top_k"])
+    table3 = published.table3(frames)
     tables = {
         "table1": published.table1(frames["gpt2"]),
         "table2": table2,
-        "table3": published.table3(frames),
+        "table3": table3,
         "fig2a": published.fig2a(table2),
         "permutation": published.permutation(frames),
         "ablation": published.ablation(frames),
+        "fig1": published.fig1(frames["gpt2"]),
+        "fig2b": published.fig2b(table3),
     }
     for name, table in tables.items():
         write_csv(getattr(args, f"out_{name}"), table)

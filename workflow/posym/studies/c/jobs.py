@@ -5,7 +5,7 @@ from posym.pipeline.jobs import File, Job, Value
 
 CLI = "posym.studies.c.cli"
 #: The tables ``posym c published`` writes (--out-<name>).
-PUBLISHED = ("table1", "table2", "table3", "fig2a", "permutation", "ablation")
+PUBLISHED = ("table1", "table2", "table3", "fig2a", "permutation", "ablation", "fig1", "fig2b")
 #: The tables ``posym c real-model`` writes per model (--out-<name>), each with a ``model`` column.
 REAL_MODEL = ("heads", "summary", "correlations", "kcomp")
 #: The tables ``posym c train`` writes per arm, and what they hold.

@@ -17,6 +17,8 @@ MODELS = {
 }
 #: The models with rotary dims (the rest use absolute positions or ALiBi), and their rotary share.
 ROPE_MODELS = ("pythia-410m", "pythia-1.4b", "llama-3-8b")
+#: The share of each RoPE model's head dimensions that rotate (Table 3's "RoPE" column; Fig 2b's x axis).
+ROPE_FRACTION = {"pythia-410m": 0.25, "pythia-1.4b": 0.25, "llama-3-8b": 1.0}
 
 #: Table 1 (GPT-2): Spearman ρ of each metric with each head score; None = printed "ns" (not FDR-significant).
 TABLE1 = {

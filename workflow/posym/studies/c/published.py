@@ -268,6 +268,35 @@ def fig2a(table2_frame: pd.DataFrame) -> pd.DataFrame:
     return table2_frame[columns].copy()
 
 
+def fig1(gpt2: pd.DataFrame) -> pd.DataFrame:
+    """Fig 1's data: every GPT-2 head of the cache in the (dir_frac, D_head) plane, with its prev score."""
+    return gpt2[["layer", "head", "dir_frac", "D_head", "prev"]].assign(model=paper.MODELS["gpt2"][0])
+
+
+def fig2b(table3_frame: pd.DataFrame) -> pd.DataFrame:
+    """Fig 2b's data: each RoPE model's attenuation by the phase controls (hybrid and rank, ours beside the paper's)
+    against the share of its head dimensions that rotate."""
+    columns = ["model", "label", "attenuation_hybrid", "attenuation_hybrid (paper)", "attenuation_rank", "attenuation_rank (paper)"]
+    return table3_frame[columns].assign(rope_fraction=[paper.ROPE_FRACTION[m] for m in table3_frame["model"]])
+
+
+def plot_fig2b(frame: pd.DataFrame):
+    """Fig 2b: attenuation (%) against the rotary share, ours (filled) beside the paper's (open), per estimator."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for estimator, color in (("hybrid", "tab:red"), ("rank", "tab:blue")):
+        ours, published_ = frame[f"attenuation_{estimator}"], frame[f"attenuation_{estimator} (paper)"]
+        ax.scatter(frame["rope_fraction"], ours, color=color, s=40, label=f"{estimator}, ours (authors' cache)")
+        ax.scatter(frame["rope_fraction"], published_, facecolors="none", edgecolors=color, s=90, label=f"{estimator}, paper")
+    for r in frame.itertuples():
+        ax.annotate(r.label, (r.rope_fraction, r.attenuation_hybrid), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    ax.set(xlabel="share of head dimensions rotated by RoPE", ylabel="attenuation of partial ρ by the phase (%)", xlim=(0, 1.1), ylim=(0, 110))
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 # -------------------------------------------------------------------------------------------------- claims
 
 SOURCE = "spec §C7.5 (paper Table 2 / §6, printed to 2 decimals)"
@@ -290,6 +319,8 @@ def claim_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.
                 f"{r['top5_percentile (paper)']:.2f} to the printed rounding (± 0.005)",
                 printed(r["top5_percentile"], r["top5_percentile (paper)"]),
                 source=SOURCE,
+                ours=r["top5_percentile"],
+                paper=r["top5_percentile (paper)"],
             )
         )
     whole = (permutation_frame["k"] == 5) & (permutation_frame["left_out"].fillna("") == "")  # NaN once read from CSV
@@ -302,6 +333,8 @@ def claim_c5(table2_frame: pd.DataFrame, permutation_frame: pd.DataFrame) -> pd.
             "1/C(7,3) = 1/35 = 0.028571 (paper 0.029)",
             bool(abs(main["p"] - 1 / 35) < 1e-12 and main["separated"]),
             source="spec §C6 (Table 2 note) and §C7.5",
+            ours=main["p"],
+            paper=0.029,  # as printed
         )
     )
     others = permutation_frame[~whole]

@@ -240,8 +240,8 @@ def ablation(summaries: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_plane(heads: pd.DataFrame, top_k: int = 5):
-    """Fig 1 for each measured model: every head in the (dir_frac, D_head) plane, the top-k prev heads marked, the
-    null's lines (0.707, 0.608) and each head's own null mean."""
+    """Fig 1 for each model of ``heads``: every head in the (dir_frac, D_head) plane, the top-k prev heads marked, the
+    null's lines (0.707, 0.608) and, where measured, each head's own null mean."""
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(heads["model"]))
@@ -252,7 +252,8 @@ def plot_plane(heads: pd.DataFrame, top_k: int = 5):
         top = part.nlargest(top_k, "prev")
         points = ax.scatter(part["dir_frac"], part["D_head"], c=part["prev"], cmap="viridis", s=14, vmin=0, vmax=1)
         ax.scatter(top["dir_frac"], top["D_head"], facecolors="none", edgecolors="#c0392b", s=90, lw=1.5, label=f"top-{top_k} prev heads")
-        ax.scatter(part["dir_frac_null_mean"], part["D_head_null_mean"], marker="x", color="grey", s=10, alpha=0.5, label="each head's null mean")
+        if "dir_frac_null_mean" in part:  # measured here; the authors' cache does not have them
+            ax.scatter(part["dir_frac_null_mean"], part["D_head_null_mean"], marker="x", color="grey", s=10, alpha=0.5, label="each head's null mean")
         ax.axvline(dir_null, color="k", ls="--", lw=1)
         ax.axhline(d_null, color="k", ls="--", lw=1, label=f"paper's null ({dir_null:.3f}, {d_null})")
         ax.set(xlabel="dir_frac", ylabel="D_head", title=f"{name}: {len(part)} heads")

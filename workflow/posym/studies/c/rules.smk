@@ -21,6 +21,8 @@ rule c_published:
         fig2a=f"{C}/published/fig2a.csv",
         permutation=f"{C}/published/permutation.csv",
         ablation=f"{C}/published/ablation.csv",
+        fig1=f"{C}/published/fig1.csv",
+        fig2b=f"{C}/published/fig2b.csv",
     log:
         "logs/c/published.log",
     benchmark:

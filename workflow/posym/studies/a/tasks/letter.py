@@ -181,14 +181,28 @@ class LetterTask(MultiHopTask):
             hops += jumping
         return hops, current, path
 
-    def fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
+    def chain_letters(self, data: TaskData) -> np.ndarray:
+        """(N, 8) mask of the letters a sample's chain visits (the answer's included)."""
+        path = self.chain_positions(data)
+        rows, steps = np.nonzero(path >= 0)
+        on_chain = np.zeros((len(data), len(LETTERS)), dtype=bool)
+        on_chain[rows, parts_of(data.tokens[rows, path[rows, steps]])[0]] = True
+        return on_chain
+
+    def filler_pool(self, data: TaskData) -> np.ndarray:
+        """(letter, digit) pairs whose letter is none of the sample's chain letters: a hop names a chain letter, which
+        must start exactly one earlier token, so a filler starting with one would make the input improper."""
+        allowed = np.zeros((len(data), len(self.vocabulary)), dtype=bool)
+        letters, digits = np.meshgrid(np.arange(len(LETTERS)), DIGITS, indexing="ij")
+        ids, letters = letter_digit_id(letters, digits).ravel(), letters.ravel()
+        allowed[:, ids] = ~self.chain_letters(data)[:, letters]
+        return allowed
+
+    def uniform_fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
         """(letter, digit 1..8) pairs whose letter is none of the sample's chain letters, so the input stays proper
         and the answer unique (PROPOSED in the spec)."""
         n, n_letters = len(data), len(LETTERS)
-        path = self.chain_positions(data)
-        rows, steps = np.nonzero(path >= 0)
-        on_chain = np.zeros((n, n_letters), dtype=bool)
-        on_chain[rows, parts_of(data.tokens[rows, path[rows, steps]])[0]] = True
+        on_chain = self.chain_letters(data)
         # allowed letters first (ascending), then a uniform pick among the first `allowed` of them
         allowed_letters = np.argsort(on_chain, axis=1, kind="stable")
         allowed = n_letters - on_chain.sum(axis=1)

@@ -51,12 +51,43 @@ PAPER_TEST_SAMPLES = 45_600
 _PRE_TARGET = range(WINDOW, CONTEXT)  # the positions intermediate hops land on
 _CHAIN_WIDTH = len(HOP_LENS) + 1  # query + up to 3 intermediate hops + target
 
+#: How the length protocol picks the tokens it prepends (spec §A10.1): the paper says only "extra symbols prior to
+#: the window containing the to-be-retrieved target symbol" (§3.6) and the spec's rule is PROPOSED (§Y lists it as
+#: unknown). Each rule draws from the task's *proper* fillers (:meth:`MultiHopTask.filler_pool`: tokens of the
+#: target window's kind that keep the answer unique) and differs only in which of them and how.
+FILLER_RULES = {
+    "uniform": "uniform over the proper fillers, a fresh draw per position (the spec's PROPOSED rule: Number any of "
+    "the 120 letters, Letter (letter, digit) pairs whose letter is off the chain)",
+    "outside-window": "uniform over the proper fillers that do not occur in the sample's target window",
+    "in-window": "uniform over the proper fillers that occur in the sample's target window: copies of its tokens, the "
+    "answer among them for Number (Letter's answer pair is on the chain, so never a filler)",
+    "fixed": "one proper filler per sample, drawn uniformly, repeated at every prepended position",
+}
+#: The rule of Fig 5B and claim A-5 unless ``length.filler`` says otherwise.
+DEFAULT_FILLER = "uniform"
+
 #: Samples made per call of a task's row maker, to bound the temporary memory (a train split is made in 11 chunks).
 CHUNK_ROWS = 40_000
 
 
 def split_seed(split: str, base_seed: int) -> int:
     return base_seed + SPLIT_SEED_OFFSETS[split]
+
+
+def filler_seed(data_seed: int, extra: int) -> int:
+    """Seed of the fillers of the set with ``extra`` prepended tokens: each length draws from its own stream, and every
+    filler rule from the same one, so the protocol's ``uniform`` sets are Fig 5B's."""
+    return int(np.random.SeedSequence([data_seed, extra]).generate_state(1)[0])
+
+
+def draw_from(allowed: np.ndarray, k: int, draw: np.random.Generator) -> np.ndarray:
+    """(N, k) token ids, each drawn uniformly from its row's ``allowed`` ids (an (N, vocabulary) mask)."""
+    count = allowed.sum(axis=1)
+    if (count == 0).any():
+        raise ValueError(f"sample {int(np.flatnonzero(count == 0)[0])} has no allowed filler token")
+    order = np.argsort(~allowed, axis=1, kind="stable")  # allowed ids first, ascending
+    pick = np.floor(draw.random((len(allowed), k)) * count[:, None]).astype(np.int64)
+    return np.take_along_axis(order, pick, axis=1)
 
 
 def padded_chain(target: int, middle: list[int]) -> list[int]:
@@ -90,7 +121,8 @@ class MultiHopTask(Task):
     """A paper A task: 17 tokens, a hop chain from the query to the answer in the target window (spec §A1, §A2).
 
     Subclasses give the vocabulary, ``combination_counts`` (the attributes of an answer that the balancing
-    table enumerates), :meth:`make_rows`, :meth:`labels_of`, :meth:`follow`, :meth:`fillers` and the examples.
+    table enumerates), :meth:`make_rows`, :meth:`labels_of`, :meth:`follow`, the fillers (:meth:`filler_pool`,
+    :meth:`uniform_fillers`) and the examples.
     """
 
     dtypes = {"tokens": np.uint8, "labels": np.uint8, "hops": np.uint8, "target_pos": np.int32}
@@ -134,9 +166,36 @@ class MultiHopTask(Task):
         flag(problem, reasons, ~in_range.all(axis=1) | (tokens == 0).any(axis=1), "token id is padding or out of range")
         flag(problem, reasons, (query_kind != query_region).any(axis=1), f"the last {QUERY_BLOCK} tokens must be {kinds}")
 
-    def fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
-        """(N, extra) filler ids to prepend (spec §A10.1): tokens that keep each input proper."""
+    def filler_pool(self, data: TaskData) -> np.ndarray:
+        """(N, vocabulary) mask of the proper fillers of each sample: tokens that may be prepended to it and keep it
+        proper (the answer unique, the chain unchanged)."""
         raise NotImplementedError
+
+    def uniform_fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
+        """(N, extra) fillers drawn uniformly from :meth:`filler_pool`, by the task's own draws (those that made the
+        sets of Fig 5B before the other rules existed, so that those sets keep their bytes)."""
+        raise NotImplementedError
+
+    def fillers(self, data: TaskData, extra: int, draw: np.random.Generator, rule: str = DEFAULT_FILLER) -> np.ndarray:
+        """(N, extra) filler ids to prepend (spec §A10.1) by ``rule``, one of :data:`FILLER_RULES`."""
+        if rule not in FILLER_RULES:
+            raise ValueError(f"unknown filler rule {rule!r} (the rules: {', '.join(FILLER_RULES)})")
+        if rule == "uniform":
+            return self.uniform_fillers(data, extra, draw)
+        allowed = self.filler_pool(data)
+        window = data.tokens[:, : data.seq_len - QUERY_BLOCK].astype(np.int64)
+        in_window = np.zeros_like(allowed)
+        in_window[np.arange(len(data))[:, None], window] = True
+        if rule == "outside-window":
+            allowed &= ~in_window
+        elif rule == "in-window":
+            allowed &= in_window
+        try:
+            if rule == "fixed":
+                return np.repeat(draw_from(allowed, 1, draw), extra, axis=1)
+            return draw_from(allowed, extra, draw)
+        except ValueError as err:
+            raise ValueError(f"{self.name} fillers by rule {rule!r}: {err}") from None
 
     def is_answer_id(self, ids: np.ndarray) -> np.ndarray:
         """Whether token ids are of the kind a hop chain ends on."""
@@ -264,13 +323,13 @@ class MultiHopTask(Task):
 
     # -------------------------------------------------------------------------------------- length extension
 
-    def extend(self, data: TaskData, extra: int, seed: int) -> TaskData:
-        """Prepend ``extra`` filler tokens (spec §A10.1): the target window grows at the front, the pre-target
-        window, the query, the hop structure and the answer are untouched, and ``target_pos`` moves by ``extra``.
-        Deterministic given ``seed``."""
+    def extend(self, data: TaskData, extra: int, seed: int, rule: str = DEFAULT_FILLER) -> TaskData:
+        """Prepend ``extra`` filler tokens chosen by ``rule`` (spec §A10.1, :data:`FILLER_RULES`): the target window
+        grows at the front, the pre-target window, the query, the hop structure and the answer are untouched, and
+        ``target_pos`` moves by ``extra``. Deterministic given ``seed``."""
         if extra < 0:
             raise ValueError("extra must be ≥ 0")
-        fillers = self.fillers(data, extra, np.random.default_rng(seed))
+        fillers = self.fillers(data, extra, np.random.default_rng(seed), rule)
         return TaskData(
             self.name,
             np.concatenate([fillers.astype(np.uint8), data.tokens], axis=1),
@@ -289,15 +348,20 @@ class MultiHopTask(Task):
             raise ValueError(f"the split has fewer than {per_hop} samples of some hop count")
         return np.sort(np.concatenate(chosen))
 
-    def length_extension_set(self, n: int, extra: int, seed: int, base_seed: int) -> TaskData:
-        """``n`` test samples, exactly balanced over hops, with ``extra`` fillers prepended (spec §A10.1).
-
-        The base samples are the first ``n / 4`` of each hop count in the paper-size test split of ``base_seed``,
-        so every length is measured on the same samples and only the fillers (from ``seed``) differ.
-        """
+    def length_base_set(self, n: int, base_seed: int) -> TaskData:
+        """The samples every length-extended set of ``base_seed`` starts from: the first ``n / 4`` of each hop count
+        in the paper-size test split of ``base_seed``."""
         seed_of_test = split_seed("test", base_seed)
         rows = self.hop_balanced_rows(n, PAPER_TEST_SAMPLES, seed_of_test)
-        return self.extend(self.generate_rows(PAPER_TEST_SAMPLES, seed_of_test, rows), extra, seed)
+        return self.generate_rows(PAPER_TEST_SAMPLES, seed_of_test, rows)
+
+    def length_extension_set(self, n: int, extra: int, seed: int, base_seed: int, rule: str = DEFAULT_FILLER) -> TaskData:
+        """``n`` test samples, exactly balanced over hops, with ``extra`` fillers prepended by ``rule`` (spec §A10.1).
+
+        The base samples are :meth:`length_base_set`'s, so every length is measured on the same samples and only
+        the fillers (from ``seed``) differ.
+        """
+        return self.extend(self.length_base_set(n, base_seed), extra, seed, rule)
 
     # ------------------------------------------------------------------------------------------ LLM probes
 

@@ -162,7 +162,13 @@ class NumberTask(MultiHopTask):
             hops += jumping
         return hops, current, path
 
-    def fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
+    def filler_pool(self, data: TaskData) -> np.ndarray:
+        """Every letter: a letter ends any chain that reaches it, and none of the prepended tokens is reached."""
+        allowed = np.zeros((len(data), len(self.vocabulary)), dtype=bool)
+        allowed[:, FIRST_LETTER_ID:] = True
+        return allowed
+
+    def uniform_fillers(self, data: TaskData, extra: int, draw: np.random.Generator) -> np.ndarray:
         """Uniform letters of the 120-letter vocabulary (PROPOSED in the spec)."""
         return FIRST_LETTER_ID + draw.integers(0, len(LETTERS), size=(len(data), extra))
 
