@@ -80,3 +80,35 @@ def test_a_rule_whose_code_is_another_commands_or_missing_is_refused():
     with pytest.raises(code.CodeError, match=r"rule split: .* code of posym train but it runs posym \(not found"):
         code.check_rule("split", code.shell_mark("train") + "posym data --task {wildcards.task}")
     code.check_rule("all", None)  # a rule that runs nothing
+
+
+def test_a_digest_stays_while_only_definitions_are_added_beside_its_parts():
+    """stable_digest: a new definition (a new task module, a new scheme's class) keeps every job's digest; a change
+    or a removal of one it was made of gives a new one, and so does a change of the added definition later (its
+    own jobs, a new task's, ran with it). An edit undone finds its digest again."""
+    first = {"m": "0", "m:f": "1", "m:g": "2"}
+    key = "test stable digest"
+    code._facts.setdefault("digests", {}).pop(key, None)
+    digest = code.stable_digest(key, first)
+    assert code.stable_digest(key, {**first, "m:new": "3", "other.module": "4"}) == digest
+    assert code.stable_digest(key, {**first, "m:new": "3", "other.module": "5"}) != digest  # the added part changed
+
+    code._facts["digests"].pop(key)
+    digest = code.stable_digest(key, first)
+    edited = code.stable_digest(key, {**first, "m:g": "9"})
+    assert edited != digest
+    # the edit undone, with a definition added meanwhile (a dry run saw the edit): the digest from before the edit
+    assert code.stable_digest(key, {**first, "m:other": "6"}) == digest
+    assert code.stable_digest(key, {**first, "m:g": "9"}) == edited
+    assert code.stable_digest(key, {"m": "0", "m:f": "1"}) not in (digest, edited)  # g removed
+    assert len(code._facts["digests"][key]) <= code.KEPT_STATES
+    code._facts["digests"].pop(key)
+
+
+def test_a_module_counts_by_its_definitions_and_the_rest_of_its_statements():
+    tree = ast.parse(PLAIN + "\nX = 1\n\n\nclass C:\n    '''Doc.'''\n    y = 2\n")
+    parts = code._parts(tree)
+    assert set(parts) == {"", "f", "C"}
+    edited = code._parts(ast.parse((PLAIN + "\nX = 1\n\n\nclass C:\n    '''Doc.'''\n    y = 2\n").replace("What f does.", "Other.")))
+    assert edited == parts
+    assert code._parts(ast.parse(PLAIN + "\nX = 2\n"))[""] != code._parts(ast.parse(PLAIN + "\nX = 1\n"))[""]

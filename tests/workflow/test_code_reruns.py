@@ -34,12 +34,18 @@ def edited(workdir, path, old, new, *args, configfiles=(TINY,)):
 
 
 # a line inside key_swaps, a function only the scores job runs
-CODE_OLD, CODE_NEW = "def key_swaps(", "def _unused():\n    return 0\n\n\ndef key_swaps("
+CODE_OLD = "return torch.combinations(torch.arange(n_keys), r=2)"
+CODE_NEW = "return torch.combinations(torch.arange(n_keys), r=2).clone()"
 
 
 def test_a_code_edit_of_an_analysis_reruns_it_and_its_readers_not_the_training(tiny_run):
     jobs = edited(tiny_run, HEAD_SCORES, CODE_OLD, CODE_NEW)
     assert jobs == {"a_scores": 2, "a_notebook_scores": 1, "a_notebook_compute": 1, "report": 1, "all": 1}
+
+
+def test_a_definition_added_beside_the_code_reruns_nothing(tiny_run):
+    """A new function no job calls yet changes no output; once a job's code uses it, that code has changed."""
+    assert edited(tiny_run, HEAD_SCORES, "def key_swaps(", "def _unused():\n    return 0\n\n\ndef key_swaps(") == {}
 
 
 def test_a_docstring_or_comment_edit_reruns_nothing(tiny_run):

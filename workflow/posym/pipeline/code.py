@@ -30,6 +30,8 @@ import posym
 PACKAGE = Path(posym.__file__).resolve().parent
 #: Characters of a fingerprint (hex of sha256): enough to tell a project's code states apart.
 DIGITS = 12
+#: How many states of a command's code :func:`stable_digest` keeps, the newest first.
+KEPT_STATES = 8
 #: Where posym loads study modules by name rather than by an import (posym.registry): the module that does, and
 #: the module (or package, with every module in it) of each study it loads. A job whose code holds the loader holds
 #: these too. The studies' ``config_checks`` (posym.pipeline.config) are left out on purpose: they accept or
@@ -173,7 +175,11 @@ def _module(name: str) -> tuple[str, frozenset[str], bool]:
 
     def compute():
         tree = _tree(path)
-        return {"hash": _hash(normalised(path.read_text(encoding="utf-8"))), "imports": sorted(_imports([tree], name, is_package))}
+        return {
+            "hash": _hash(normalised(path.read_text(encoding="utf-8"))),
+            "imports": sorted(_imports([tree], name, is_package)),
+            "parts": _parts(tree),
+        }
 
     entry = _known(f"module {name}", path, compute)
     return entry["hash"], frozenset(entry["imports"]), is_package
@@ -214,6 +220,37 @@ def closure(modules: Iterable[str]) -> dict[str, str]:
         seen[name] = digest
         todo += [m for m in [*imports, *_packages(name), *_loaded(name)] if m not in seen]
     return seen
+
+
+def _parts(tree: ast.Module) -> dict[str, str]:
+    """A module's top-level functions and classes each by its normalised hash (decorators included), and the rest
+    of its statements (imports, assignments, calls) as one part, ``""``: what :func:`stable_digest` compares."""
+    _strip_docstrings(tree)
+    parts, rest = {}, []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name not in parts:
+            parts[node.name] = _hash(ast.unparse(node))
+        else:
+            rest.append(ast.unparse(node))
+    return {"": _hash("\n".join(rest)), **parts}
+
+
+def definitions(modules: Mapping[str, str]) -> dict[str, str]:
+    """The parts (:func:`_parts`) of each module of a fingerprint's ``modules`` (an entry ``module:function``
+    counts as one part), keyed ``module`` for the rest of its statements and ``module:Name`` for a definition."""
+    found = {}
+    for name, digest in modules.items():
+        if ":" in name:
+            found[f"{name}()"] = digest
+            continue
+        path = module_file(name)
+        _module(name)  # its facts, from the cache while the file is unchanged
+        entry = _facts[f"module {name}"]
+        if "parts" not in entry:  # kept by an older posym
+            entry["parts"] = _parts(_tree(path))
+            _cache["changed"] = True
+        found.update({name if part == "" else f"{name}:{part}": digest for part, digest in entry["parts"].items()})
+    return found
 
 
 def _bound_names(node: ast.stmt) -> set[str]:
@@ -319,15 +356,52 @@ def notebook_modules(path: Path | str) -> set[str]:
 
 def command_code(command: str, notebook: str | None = None) -> Fingerprint:
     """The code of a job that runs ``posym <command>``; for ``posym notebook``, with the modules ``notebook``
-    (its source file) imports."""
+    (its source file) imports. Its digest is :func:`stable_digest`'s."""
     own = function_code(command_entry(command)).modules
     extra = {}
+    key = command
     if notebook:
         path = Path(notebook)
         found = _known(f"notebook {path.resolve()}", path, lambda: {"imports": sorted(notebook_modules(path))})
         extra = closure(found["imports"])
+        key = f"{command} {_portable(path)}"
+    modules = {**own, **extra}
+    fingerprint = _combine(modules)
+    digest = stable_digest(key, definitions(modules))
     _save_cache()
-    return _combine({**own, **extra})
+    return Fingerprint(digest, fingerprint.modules)
+
+
+def _portable(path: Path) -> str:
+    """A notebook's path inside the package where it is there (a moved checkout keeps its keys), else as given."""
+    try:
+        return path.resolve().relative_to(PACKAGE).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def stable_digest(key: str, parts: Mapping[str, str]) -> str:
+    """The digest of the code ``parts`` of command ``key``, unchanged while every part it was made of stays as it
+    was: a definition added beside them (a new task module, a new position scheme's class, a new variants module)
+    changes no job's behaviour, so it reruns nothing; a changed or removed one gives a new digest.
+
+    The parts of the last :data:`KEPT_STATES` digests of each command are kept with the module facts
+    (:func:`use_cache`), the newest first, so that an edit undone (a dry run made with it included) finds its
+    digest again: the newest kept state whose parts all stand unchanged gives its digest. Without a kept state a
+    digest is the hash of the parts as they are, so a results folder whose kept facts are lost reruns each job
+    once (or ``--touch``). A definition that is added under a name another definition already reached by lookup (a
+    second registration of an existing scheme's name) is a change this cannot see."""
+    parts = dict(sorted(parts.items()))
+    states = _facts.setdefault("digests", {}).setdefault(key, [])
+    found = next((state for state in states if all(parts.get(n) == d for n, d in state["parts"].items())), None)
+    digest = found["digest"] if found else _hash(json.dumps(parts, sort_keys=True))
+    if not states or states[0]["parts"] != parts or states[0]["digest"] != digest:
+        # The state the parts were found in is superseded by the same digest with the added parts, so that a later
+        # change of an added part (a new task's module, once its jobs ran) is a change.
+        rest = [state for state in states if state is not found and state["parts"] != parts]
+        _facts["digests"][key] = [{"digest": digest, "parts": parts}, *rest][:KEPT_STATES]
+        _cache["changed"] = True
+    return digest
 
 
 #: The commands whose code each mark :func:`shell_mark` made carries, for :func:`check_rule`.

@@ -68,7 +68,8 @@ rule a_length_protocol:
         seed=data_seed("a"),
         settings=posym_jobs.settings_json(config["a"], ["length_protocol"]),
     shell:
-        "posym a length-protocol --index {input.index} --task {wildcards.task} --seed {params.seed}"
+        code("a length-protocol")
+        + "posym a length-protocol --index {input.index} --task {wildcards.task} --seed {params.seed}"
         " --settings {params.settings:q} --out {output} --threads {threads} > {log} 2>&1"
 
 
