@@ -249,7 +249,7 @@ def test_every_string_in_the_report_is_escaped(tmp_path):
         files = {"png": str(path), "svg": str(path)} if kind == "figure" else {"csv": str(path), "md": str(path)}
         return {"kind": kind, "name": path.stem, "files": files, "caption": str(caption)}
 
-    row = {"applicable": True, "reason": "", "paper": True, "category": HOSTILE, "claim": HOSTILE}
+    row = {"applicable": True, "reason": "", "paper": True, "category": HOSTILE, "claim": HOSTILE, "notebook": "training"}
     plan = [
         {
             "id": "a",
@@ -260,20 +260,20 @@ def test_every_string_in_the_report_is_escaped(tmp_path):
                 {**row, "id": HOSTILE, "key": "k", "title": HOSTILE, "outputs": [output("figure", figure), output("table", table)]},
                 {**row, "applicable": False, "reason": HOSTILE, "id": "x", "key": "x", "title": HOSTILE, "outputs": []},
             ],
-            "claims": [{"id": "A-1", "statement": HOSTILE, "paper": HOSTILE, "applicable": True, "reason": "", "outputs": [output("table", claims)]}],
+            "claims": [{"id": "A-1", "statement": HOSTILE, "paper": HOSTILE, "applicable": True, "reason": "", "notebook": "training", "outputs": [output("table", claims)]}],
             "notebooks": [str(notebook)],
         }
     ]
-    out = tmp_path / "report" / "v1"
-    page_path = report.build(
-        out,
-        version=HOSTILE,
-        config={"report": {"title": HOSTILE}},
+    # The version is made from the code and the configuration (report_version), never from text a user passes.
+    _, page_path = report.build(
+        tmp_path / "reports",
+        config={"studies": [], "report": {"title": HOSTILE}},
         plan=plan,
         repo=tmp_path,  # not a git repository: commit unknown
+        history=tmp_path / "results" / "reports",
     )
     page = page_path.read_text()
     assert_no_markup_from(HOSTILE, page)
     escaped = report._esc(HOSTILE)
-    assert page.count(escaped) >= 8  # title, h1, version, study, item, reason, claim, captions
+    assert page.count(escaped) >= 7  # title, h1, study, item, reason, claim, captions
     assert HOSTILE not in page
