@@ -84,7 +84,7 @@ JOB = "posym {params.job} {params.settings} --threads {threads} > {log} 2>&1"
 
 
 def code(command, notebook=None):
-    """The start of the shell command of a rule that runs ``posym <command>``: a no-op carrying the fingerprint of
+    """The start of the shell command of the rules that run ``posym <command>``: a no-op carrying the fingerprint of
     the posym code the job runs (posym.pipeline.code; for ``posym notebook``, with the modules ``notebook``
     imports), so that Snakemake's ``code`` rerun trigger reruns the rule's jobs when that code changes:
     ``shell: code("a scores") + JOB``."""
@@ -95,9 +95,13 @@ def check_code_marks():
     """Refuse, when the workflow is read, a rule whose shell does not start with the code(...) of the command it
     runs (posym.pipeline.code.check_rule): the Snakefile calls this after its last rule.
     """
-    for defined in workflow.rules:  # not "rule <name>:" - Snakemake's lint reads that as a rule beside functions
+    # The loop variable is not named after the keyword: Snakemake's lint reads "rule", a space, text and a colon on
+    # one line as a rule definition beside functions.
+    for defined in workflow.rules:
         try:
-            posym_code.check_rule(defined.name, defined.shellcmd, defined.params.get("job"))
+            posym_code.check_rule(
+                defined.name, defined.shellcmd, defined.params.get("job")
+            )
         except posym_code.CodeError as err:
             raise WorkflowError(str(err)) from None
 
