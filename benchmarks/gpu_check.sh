@@ -155,7 +155,7 @@ for stage in "${order[@]}"; do
                 # 20 steps keep the clock's and the synchronisation's share small, and 3 rounds of 6 contenders fit.
                 if [[ "$device" == cuda ]]; then blocks=(--rounds 3 --steps 20); else blocks=(--rounds 5 --steps 8); fi
             else
-                blocks=(--rounds 1 --steps 1 --size min)
+                blocks=(--rounds 1 --steps 1 --size min --no-compiled)  # checks the script: no compiling
             fi
             run_stage throughput "$out/throughput.log" "$PYTHON" benchmarks/train_throughput.py --device "$device" --packed 5 \
                 "${blocks[@]}" --out "$out/train_throughput_$device.json"

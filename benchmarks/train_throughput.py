@@ -1,20 +1,27 @@
 """Training throughput of paper A's configuration: posym against HF GPTJForCausalLM + AdamW.
 
-Both train the same model (12 layers, one 128-dim head, vocabulary 137, the config's batch of 192 per seed,
-17 input tokens plus the label) with the same optimiser settings, in blocks that alternate within one
-run, so that a busy or throttled machine slows both alike; the result is their ratio. posym is
-also measured with several seeds packed into one model. Each runs in float32 and under bfloat16
-autocast (posym's ``precision: bf16``; HF ``Trainer``'s ``bf16=True``), so that every ratio is
-also given at equal precision. The share of the matmul peak uses the peak of the same dtype
-measured in the same run and the FLOPs of the HF formulation (all 18 positions), so that both
-implementations are charged the same work.
+Every contender trains the same model (12 layers, one 128-dim head, vocabulary 137, the config's batch of 192 per
+seed, 17 input tokens plus the label) with the same optimiser settings, in blocks that alternate within one run, so
+that a busy or throttled machine slows all alike; the result is their ratio. The contenders, in float32 and under
+bfloat16 autocast (posym's ``precision: bf16``; HF ``Trainer``'s ``bf16=True``), so that every ratio is also given at
+equal precision:
 
-``--device cuda`` puts both models, their data and the peak's matrices on the GPU, autocasts on
-it, and waits for the GPU (``torch.cuda.synchronize``) before every clock reading, since CUDA
-kernels run asynchronously; the matmul time is then the kernels' device time. There, steps are
-milliseconds: give more of them per block (``benchmarks/gpu_check.sh`` passes ``--steps 50``).
+* ``posym``: posym's eager step (``train.compile: false``);
+* ``posym_compiled``: its compiled step (``train.compile: true``, :mod:`posym.training.compiled`);
+* ``posym_packed<N>``: N seeds packed into one model, compiled, as the workflow trains paper A (``compile: auto``
+  compiles its 6750 steps); ``--no-compiled`` leaves out the compiled step and packs the eager one;
+* ``hf_gptj``: HF ``GPTJForCausalLM`` with torch AdamW, clipping and the schedule, as HF ``Trainer`` runs it.
 
-    python benchmarks/train_throughput.py [--device cpu|cuda] [--size paper|min] [--rounds 5] [--steps 8] [--packed 4] [--out FILE]
+The share of the matmul peak uses the peak of the same dtype measured in the same run and the FLOPs of the HF
+formulation (all 18 positions), so that every implementation is charged the same work. The first three steps of
+each contender are timed apart (a compiled one compiles in them) and recorded.
+
+``--device cuda`` puts the models, their data and the peak's matrices on the GPU, autocasts on it, and waits for
+the GPU (``torch.cuda.synchronize``) before every clock reading, since CUDA kernels run asynchronously; the matmul
+time is then the kernels' device time (the compiled step replays CUDA graphs there). Give more steps per block
+on a GPU (``benchmarks/gpu_check.sh`` passes ``--rounds 3 --steps 20``).
+
+    python benchmarks/train_throughput.py [--device cpu|cuda] [--size paper|min] [--rounds 5] [--steps 8] [--packed 4] [--no-compiled] [--out FILE]
 """
 
 from __future__ import annotations
@@ -172,6 +179,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="steps per timed block")
     parser.add_argument("--profile-steps", type=int, default=5, help="steps profiled for the time inside matmuls")
     parser.add_argument("--packed", type=int, default=4, help="seeds packed into one posym model (0: skip)")
+    parser.add_argument("--no-compiled", dest="compiled", action="store_false", help="posym's eager step only (train.compile: false)")
     parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPES), choices=list(PEAK_DTYPES))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu", choices=list(PEAK_SIDE))
@@ -193,15 +201,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         contenders = {}  # name -> (step, members, precision)
         for precision in args.precisions:
-            train = TrainConfig.from_dict({**PAPER_A["train"], "device": args.device, "precision": precision})
+            eager, fast = (
+                TrainConfig.from_dict({**PAPER_A["train"], "device": args.device, "precision": precision, "compile": compile})
+                for compile in (False, True)
+            )  # fmt: skip
             suffix = "" if precision == "fp32" else f"_{precision}"
-            contenders[f"posym{suffix}"] = (posym_trainer(1, model, train, data, test, Path(tmp) / precision).step, 1, precision)
-            contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, train, data, device), 1, precision)
-            if args.packed > 1:
-                trainer = posym_trainer(args.packed, model, train, data, test, Path(tmp) / precision)
+            where = Path(tmp) / precision
+            contenders[f"posym{suffix}"] = (posym_trainer(1, model, eager, data, test, where / "eager").step, 1, precision)
+            if args.compiled:
+                contenders[f"posym_compiled{suffix}"] = (posym_trainer(1, model, fast, data, test, where / "compiled").step, 1, precision)
+            contenders[f"hf_gptj{suffix}"] = (hf_stepper(model, eager, data, device), 1, precision)
+            if args.packed > 1:  # as the workflow trains paper A (train.compile: auto compiles its 6750 steps)
+                trainer = posym_trainer(args.packed, model, fast if args.compiled else eager, data, test, where / "packed")
                 contenders[f"posym_packed{args.packed}{suffix}"] = (trainer.step, args.packed, precision)
-        for step, _, _ in contenders.values():  # warm up allocators, caches and CUDA's kernel choices
-            timed(step, 0, 3, device)
+        first_steps = {}
+        for name, (step, _, _) in contenders.items():  # warm up allocators, caches, CUDA's kernel choices; compile
+            first_steps[name] = 3 * timed(step, 0, 3, device)
+            print(f"first 3 steps of {name}: {first_steps[name]:.1f} s", file=sys.stderr, flush=True)
         seconds = {name: [] for name in contenders}
         peaks = {precision: [] for precision in args.precisions}
         for round_ in range(args.rounds):
@@ -213,15 +229,15 @@ def main() -> None:
             print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(f"{n} {1000 * s[-1]:.1f} ms" for n, s in seconds.items()), file=sys.stderr, flush=True)
         # The timings are written before the profile, which is slow on a GPU (the H200 check of 2026-12-04 ran out of
         # its deadline inside it), and written again with it.
-        report = build_report(args, contenders, seconds, peaks, model, {})
+        report = build_report(args, contenders, seconds, peaks, model, {}, first_steps)
         write_report(report, args.out)
         first = 3 + args.rounds * args.steps
         profiled = min(args.steps, args.profile_steps)
         in_matmuls = {name: matmul_seconds(step, first, profiled, device) for name, (step, _, _) in contenders.items()}
-    write_report(build_report(args, contenders, seconds, peaks, model, in_matmuls), args.out)
+    write_report(build_report(args, contenders, seconds, peaks, model, in_matmuls, first_steps), args.out)
 
 
-def build_report(args, contenders: dict, seconds: dict, peaks: dict, model: ModelConfig, in_matmuls: dict) -> dict:
+def build_report(args, contenders: dict, seconds: dict, peaks: dict, model: ModelConfig, in_matmuls: dict, first_steps: dict) -> dict:
     """The benchmark's JSON from the timed blocks (and, once profiled, each contender's seconds inside matmuls)."""
     device = torch.device(args.device)
     peak = {precision: max(max(p.values()) for p in runs) for precision, runs in peaks.items()}
@@ -269,6 +285,7 @@ def build_report(args, contenders: dict, seconds: dict, peaks: dict, model: Mode
         "rounds": args.rounds,
         "steps_per_block": args.steps,
         "profiled_steps": min(args.steps, args.profile_steps) if in_matmuls else None,  # None: not yet profiled
+        "first_three_steps_seconds": first_steps,  # a compiled contender compiles in these
         "flops_per_sample": work,
         "peak_gflops": peak,
         "peak_measurements": peaks,
@@ -279,6 +296,7 @@ def build_report(args, contenders: dict, seconds: dict, peaks: dict, model: Mode
         {f"{name} samples/s (share of {r['precision']} peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_peak']:.0f} %)" for name, r in results.items()}
         | {name: f"{ratio:.2f}" for name, ratio in ratios.items()}
         | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
+        | {"first 3 steps (compiling included)": ", ".join(f"{n} {s:.0f} s" for n, s in first_steps.items())}
     )
     return report
 

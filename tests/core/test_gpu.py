@@ -48,13 +48,20 @@ def test_data_and_evaluation_sets_live_on_the_gpu_and_auto_is_bf16(tmp_path, dat
     assert trainer.objective.eval_tokens.is_cuda
 
 
-def test_a_step_does_not_synchronise_with_the_host(tmp_path, data):
-    trainer = _trainer(tmp_path, data, [0, 1, 2])
-    trainer.step(1)  # the epoch's order is made (and copied to the GPU) on the first step of an epoch
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_step_does_not_synchronise_with_the_host(tmp_path, data, compile):
+    """Eager and compiled (CUDA graphs over the step): no step after the first waits for the GPU."""
+    trainer = _trainer(tmp_path, data, [0, 1, 2], compile=compile)
+    # The epoch's order is made (and copied to the GPU) on the first step of an epoch; a compiled step compiles on
+    # its first call and records its CUDA graphs on the next ones.
+    first = 4 if compile else 2
+    for step in range(1, first):
+        trainer.step(step)
+    assert (trainer.compiled is not None) == compile  # a compiled step that fell back to eager says so in the log
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        for step in range(2, 8):
+        for step in range(first, first + 6):
             trainer.step(step)
     finally:
         torch.cuda.set_sync_debug_mode("default")

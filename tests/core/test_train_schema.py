@@ -75,7 +75,7 @@ def test_the_block_is_expanded_with_the_studys_defaults_and_notes():
 def test_a_block_key_a_study_leaves_out_takes_the_blocks_default():
     train = expand(reference())
     assert train["properties"]["device"]["default"] == "auto" and train["properties"]["log_every"]["default"] == 50
-    assert list(train["properties"])[-3:] == ["log_every", "device", "deterministic"]  # the block's order, last
+    assert list(train["properties"])[-4:] == ["log_every", "device", "deterministic", "compile"]  # the block's order, last
 
 
 def test_every_study_has_every_key_of_the_block_with_the_same_bounds():

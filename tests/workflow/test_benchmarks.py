@@ -19,7 +19,8 @@ def test_train_throughput_writes_every_contender_and_ratio(tmp_path):
     report = json.loads(out.read_text())
     assert report["size"] == "min" and report["flops_per_sample"] < 1e7  # the tiny model: seconds on any CPU
     results = report["results"]
-    assert set(results) == {"posym", "hf_gptj", "posym_packed2", "posym_bf16", "hf_gptj_bf16", "posym_packed2_bf16"}
+    assert set(results) == {"posym", "posym_compiled", "hf_gptj", "posym_packed2", "posym_bf16", "posym_compiled_bf16", "hf_gptj_bf16", "posym_packed2_bf16"}
+    assert set(report["first_three_steps_seconds"]) == set(results)
     for name, r in results.items():
         assert r["samples_per_second"] > 0 and r["matmul_seconds_per_step"] > 0, name
         # Matmuls are part of a step: the matmul-only rate bounds the measured one.

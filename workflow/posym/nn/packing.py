@@ -59,7 +59,9 @@ def attention(
     future = k_positions[None, :] > q_positions[:, None] if causal else None
     hidden = None if key_mask is None else ~key_mask[..., None, None, :]
     if not explicit:
-        out = _fused_attention(q, k, v, scale, bias, future, hidden, same_positions=q_positions is k_positions)
+        # Queries at the keys' own positions (the same tensor) attend causally by index: PyTorch's causal kernel.
+        by_index = causal and q_positions is k_positions
+        out = _fused_attention(q, k, v, scale, bias, None if by_index else future, hidden, by_index)
     else:
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale
         if bias is not None:
@@ -79,37 +81,40 @@ def attention(
     return out if hook is None else hook("hook_z", out)
 
 
-def _fused_attention(q, k, v, scale, bias, future, hidden, same_positions: bool) -> torch.Tensor:
+def _fused_attention(q, k, v, scale, bias, future, hidden, causal: bool) -> torch.Tensor:
     """PyTorch's fused attention. Its fast kernels take 4-d inputs and no mask (or ``is_causal``), or they fall
-    back to its slow reference path: flatten the leading axes, and name the plain causal case."""
+    back to its slow reference path: flatten the leading axes, and name the plain causal case. No branch reads
+    tensor data (a torch.equal, a mask's .any()): on a GPU that would wait for the device (the device check of
+    2026-12-04 found such waits), and a compiled graph would break here."""
     lead = q.shape[:-3]
     q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
-    # Which kernel is decided from shapes and identities, never from values: reading a GPU tensor's value (a
-    # torch.equal, a mask's .any()) would synchronise with the host. The same positions tensor for queries and keys
-    # is the plain causal case; other positions (the last query only, shifted ones) pass their mask.
     if bias is None and hidden is None and future is None:
-        out = F.scaled_dot_product_attention(q, k, v, scale=scale)
-    elif bias is None and hidden is None and same_positions:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        return out.reshape(*lead, *out.shape[-3:])
+    if causal:  # by index, with a mask as well: the same blocked keys as a mask
+        future = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
+    mask = None
+    for blocked in (future, hidden):
+        if blocked is not None:
+            part = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill(blocked, float("-inf"))
+            mask = part if mask is None else mask + part
+    if bias is not None:
+        mask = bias if mask is None else mask + bias
+    members = lead[0] if len(lead) > 1 else 1
+    if mask.dim() <= 3 or members == 1 or mask.shape[-4] == 1 and (mask.dim() == 4 or mask.shape[0] == 1):
+        # One mask for every member (the batch axis, if any, broadcasts as the flattened queries').
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(-1, *mask.shape[-3:]) if mask.dim() > 4 else mask, scale=scale)
+    elif mask.dim() > 4 and mask.shape[1] == lead[1] and mask.shape[0] == members:
+        # A mask per member and sample (a key mask): it flattens as the queries do, without a copy.
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(-1, *mask.shape[-3:]), scale=scale)
     else:
-        mask = None
-        for blocked in (future, hidden):
-            if blocked is not None:
-                part = torch.zeros(blocked.shape, dtype=q.dtype, device=q.device).masked_fill(blocked, float("-inf"))
-                mask = part if mask is None else mask + part
-        if bias is not None:
-            mask = bias if mask is None else mask + bias
-        if mask.dim() <= 3:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-        else:
-            # A mask per member (a learned bias) or per sample (a key mask): one call per member, its mask
-            # broadcast over the batch rather than copied for every sample.
-            members = lead[0] if len(lead) > 1 else 1
-            q, k, v = (t.view(members, -1, *t.shape[-3:]) for t in (q, k, v))
-            mask = mask.reshape(-1, *mask.shape[-4:]) if mask.dim() > 4 else mask[None]
-            out = torch.stack(
-                [F.scaled_dot_product_attention(q[m], k[m], v[m], attn_mask=mask[m if len(mask) > 1 else 0], scale=scale) for m in range(members)]
-            )
+        # A mask per member, not per sample (a learned bias): one call per member, its mask broadcast over the
+        # batch rather than copied for every sample (a compiled step holds the calls in one graph).
+        q, k, v = (t.view(members, -1, *t.shape[-3:]) for t in (q, k, v))
+        mask = mask.reshape(-1, *mask.shape[-4:]) if mask.dim() > 4 else mask[None]
+        out = torch.stack(
+            [F.scaled_dot_product_attention(q[m], k[m], v[m], attn_mask=mask[m if len(mask) > 1 else 0], scale=scale) for m in range(members)]
+        )
     return out.reshape(*lead, *out.shape[-3:])
 
 
@@ -125,7 +130,12 @@ def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, boo
 def embed_members(wte: torch.Tensor, position, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Each member's token embeddings (wte (S, V, D), ids (S, B, T)) plus the scheme's additive position
     embedding, where it has one."""
-    x = torch.stack([F.embedding(ids[m], wte[m]) for m in range(ids.shape[0])])
+    members, vocab = wte.shape[0], wte.shape[1]
+    if members == 1:
+        x = F.embedding(ids[0], wte[0])[None]
+    else:  # one lookup in the members' stacked tables: member m's ids offset by m · V
+        offsets = torch.arange(members, device=ids.device).view(-1, *([1] * (ids.dim() - 1))) * vocab
+        x = F.embedding(ids + offsets, wte.reshape(members * vocab, -1))
     absolute = position.embedding(positions)
     return x if absolute is None else x + absolute
 
@@ -138,7 +148,8 @@ class MemberDropout:
 
     Masks are drawn as 16-bit uniform integers (four per 64-bit draw, about six times cheaper
     than ``bernoulli_`` on CPU), so the drop probability is p rounded to a multiple of 1/65536
-    (0.1 → 0.1000061); kept values are scaled by the exact 1/(1-p) of that rounded p.
+    (0.1 → 0.1000061); kept values are scaled by the exact 1/(1-p) of that rounded p. Each call draws
+    ⌈n/4⌉ 64-bit words per member for a tensor of n elements per member.
     """
 
     def __init__(self, generators: list[torch.Generator]):
@@ -150,11 +161,45 @@ class MemberDropout:
         threshold = round(p * 65536)
         keep_scale = 65536.0 / (65536 - threshold)
         per_member = x[0].numel()
-        draws = torch.empty(len(self.generators), (per_member + 3) // 4, dtype=torch.int64, device=x.device)
+        keep = self.bits(per_member, x.device).reshape(x.shape) >= (threshold - 32768)
+        return x * keep.to(x.dtype).mul_(keep_scale)
+
+    def bits(self, n: int, device: torch.device) -> torch.Tensor:
+        """n uniform 16-bit integers per member, (members, n), from ⌈n/4⌉ words of each member's generator."""
+        return self.draw((n + 3) // 4, device).view(torch.int16)[:, :n]
+
+    def draw(self, words: int, device: torch.device) -> torch.Tensor:
+        """``words`` uniform 64-bit integers from each member's generator: (members, words)."""
+        draws = torch.empty(len(self.generators), words, dtype=torch.int64, device=device)
         for m, generator in enumerate(self.generators):
             torch.randint(-(2**63), 2**63 - 1, draws[m].shape, generator=generator, out=draws[m])
-        keep = draws.view(torch.int16)[:, :per_member].reshape(x.shape) >= (threshold - 32768)
-        return x * keep.to(x.dtype).mul_(keep_scale)
+        return draws
+
+
+class DrawnDropout(MemberDropout):
+    """:class:`MemberDropout` reading its words from a block drawn before the step (``MemberDropout.draw`` of
+    :meth:`CountingDropout.words`), in call order, each call starting at a whole word: a compiled step cannot call
+    a generator, so its masks come in as an input. On a CPU the masks are those of the calls drawn one by one (a
+    generator's 64-bit draws are made in order: one draw of a + b words is the draws of a, then b)."""
+
+    def __init__(self, drawn: torch.Tensor):
+        self.drawn, self.used = drawn.view(torch.int16), 0
+
+    def bits(self, n: int, device: torch.device) -> torch.Tensor:
+        start, self.used = self.used, self.used + 4 * ((n + 3) // 4)
+        return self.drawn[:, start : start + n]
+
+
+class CountingDropout(MemberDropout):
+    """Drops nothing and counts the words a :class:`MemberDropout` would draw for the same calls."""
+
+    def __init__(self):
+        self.words = 0
+
+    def __call__(self, x: torch.Tensor, p: float) -> torch.Tensor:
+        if p > 0.0:
+            self.words += (x[0].numel() + 3) // 4
+        return x
 
 
 # --------------------------------------------------------------------------- model

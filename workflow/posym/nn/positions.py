@@ -95,9 +95,12 @@ class Rope(PositionScheme):
     """GPT-J rotary embedding: plane k = dims (2k, 2k+1) of the first ``rotary_dim`` rotates by
     g_k * position with g_k = base^(-2k/rotary_dim) (0-indexed k; paper A counts from 1).
 
-    The interleaved pairing makes plane k the complex number x[2k] + i x[2k+1], so the rotation
-    is one complex multiplication by exp(i g_k p) — the same arithmetic as HF's
-    ``x * cos + rotate_every_two(x) * sin``.
+    Plane k is the pair (a, b) = (x[2k], x[2k+1]), turned to (a cos − b sin, a sin + b cos) with the angle
+    g_k p: HF's ``x * cos + rotate_every_two(x) * sin``, in real arithmetic (no complex tensors, which
+    torch.compile cannot generate) and in float32 under bf16 autocast. The cos/sin table of a forward pass's
+    positions is made once and reused by every layer: the cache is keyed by the positions tensor itself
+    (``is``), so checking it reads no tensor data (no host synchronisation on a GPU); a compiled graph makes
+    the table once per graph instead.
     """
 
     rotary = attends = True
@@ -112,7 +115,7 @@ class Rope(PositionScheme):
         if frequencies.shape != (rotary_dim // 2,):
             raise ValueError(f"need {rotary_dim // 2} frequencies, got {tuple(frequencies.shape)}")
         self.register_buffer("frequencies", frequencies, persistent=False)
-        self._cache: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._cache: tuple[torch.Tensor, int, tuple[torch.Tensor, torch.Tensor]] | None = None
 
     @classmethod
     def from_config(cls, config, members: int = 1) -> "Rope":
@@ -124,25 +127,30 @@ class Rope(PositionScheme):
         if rotary % 2 or not 0 < rotary <= config.head_dim:
             raise ValueError(f"rotary_dim={config.rotary_dim} must be even and within the head size {config.head_dim}")
 
-    def phases(self, positions: torch.Tensor) -> torch.Tensor:
-        """exp(i g_k p) for each position p and plane k, shape (T, rotary_dim/2), complex64."""
-        # The same positions tensor, unchanged since (its version counter), reuses its phases: a forward pass hands
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of g_k p for each position p and plane k, each (T, rotary_dim/2), float32."""
+        # The same positions tensor, unchanged since (its version counter), reuses its table: a forward pass hands
         # one tensor to every layer. Comparing values instead (torch.equal) reads a GPU's answer back, a host sync
         # per layer per step (the device check of 2026-12-04 caught it under sync debug mode).
-        if self._cache is not None and self._cache[0] is positions and self._cache[1] == positions._version:
+        eager = not torch.compiler.is_compiling()
+        if eager and self._cache is not None and self._cache[0] is positions and self._cache[1] == positions._version:
             return self._cache[2]
         angles = positions.to(torch.float32)[:, None] * self.frequencies.to(positions.device)[None, :]
-        phases = torch.complex(torch.cos(angles), torch.sin(angles))
-        self._cache = (positions, positions._version, phases)
-        return phases
+        table = (torch.cos(angles), torch.sin(angles))
+        if eager:
+            self._cache = (positions, positions._version, table)
+        return table
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        phases = self.phases(positions)
+        cos, sin = self.cos_sin(positions)
         rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        # There is no bfloat16 complex type: low-precision inputs rotate in float32.
+        # Low-precision inputs rotate in float32 (a compiled step fuses the casts into the rotation).
         wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
-        planes = torch.view_as_complex(wide.reshape(*rotary.shape[:-1], -1, 2).contiguous())
-        rotated = torch.view_as_real(planes * phases).flatten(-2).to(x.dtype)
+        # HF's x·cos + rotate_every_two(x)·sin over whole rows (each dimension beside its pair's partner), which
+        # keeps the rows' layout in the backward pass too: (a, b) -> (a cos − b sin, b cos + a sin).
+        swapped = wide.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+        rotated = wide * cos.repeat_interleave(2, dim=-1) + swapped * torch.stack([-sin, sin], dim=-1).flatten(-2)
+        rotated = rotated.to(x.dtype)
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 
 
@@ -153,12 +161,11 @@ class RopeRotateHalf(Rope):
     ``x * cos + rotate_every_two(x) * sin`` with ``rotary_adjacent_pairs`` false (paper C, spec §C4, §X)."""
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        phases = self.phases(positions)
+        cos, sin = self.cos_sin(positions)
         half = self.rotary_dim // 2
         rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
         wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
         first, second = wide[..., :half], wide[..., half:]
-        cos, sin = phases.real, phases.imag
         rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1).to(x.dtype)
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 

@@ -47,6 +47,7 @@ from posym.data.tasks import TaskData
 from posym.nn.precision import autocast, autocast_dtype
 from posym.training import checkpoints as ckpt
 from posym.training.evaluate import accuracy, predict
+from posym.training.compiled import COMPILE
 from posym.training.packs import PACK_SEEDS, pack_name
 from posym.training.trainer import Trainer
 
@@ -78,6 +79,8 @@ class TrainConfig:
     #: torch.use_deterministic_algorithms on a GPU (with CUBLAS_WORKSPACE_CONFIG set): run-to-run identical
     #: on one GPU model and software stack, at some speed. A CPU run is deterministic either way.
     deterministic: bool = False
+    #: Whether a step is compiled (:mod:`posym.training.compiled`): true, false, or "auto" (runs long enough to pay).
+    compile: bool | str = "auto"
 
     def __post_init__(self):
         if self.precision != "auto":
@@ -86,6 +89,8 @@ class TrainConfig:
             raise ValueError(f"schedule={self.schedule!r}: expected one of {sorted(SCHEDULES)}")
         if self.pack_seeds not in PACK_SEEDS:
             raise ValueError(f"pack_seeds={self.pack_seeds!r}: expected one of {PACK_SEEDS}")
+        if self.compile not in COMPILE:
+            raise ValueError(f"compile={self.compile!r}: expected one of {COMPILE}")
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "TrainConfig":
@@ -113,7 +118,7 @@ class Run:
 
 
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
-HOW_SETTINGS = ("device", "log_every", "pack_seeds", "deterministic")
+HOW_SETTINGS = ("device", "log_every", "pack_seeds", "deterministic", "compile")
 
 
 #: After the linear warmup from 0: HF's linear decay to 0 (paper A) or half a cosine period to 0 (paper B's code).

@@ -17,10 +17,15 @@ the circuit forms (``posym.studies.c.training``). The loop is the same for all:
   uninterrupted one. A checkpoint made with other settings or data (its *fingerprint*) is never resumed.
 * **Evaluation** every ``eval_every`` steps (the objective's), its rows stored in the next checkpoint's
   progress.json with the logged losses and the wall time.
+* **Compiled or eager steps** (``train.compile``): a run of at least 1,000 steps trains with the compiled step of
+  :mod:`posym.training.compiled` (forward, backward and AdamW as ``torch.compile`` graphs; CUDA graphs on a GPU),
+  a shorter one eagerly; where compiling fails the loop goes on eagerly, from the same state. The eager step is
+  bit-reproducible on a CPU, and packing leaves a member's arithmetic unchanged there (the tests that check so
+  use it); a compiled step follows it within float tolerance.
 
 The objective's settings are its study's ``train`` block (``workflow/schemas/train.schema.yaml``): the loop reads
 ``learning_rate``, ``betas``, ``weight_decay``, ``max_grad_norm``, ``checkpoint_every``, ``log_every``, ``device``,
-``precision`` and ``deterministic``.
+``precision``, ``deterministic`` and ``compile``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from posym.data.files import load_tensors, tensor_names
 from posym.nn.packing import MemberDropout
 from posym.nn.precision import resolve_device, resolve_precision
 from posym.training import checkpoints as ckpt
+from posym.training import compiled
 
 log = logging.getLogger("posym.training")
 
@@ -64,7 +70,8 @@ class Objective(Protocol):
         """The batch of optimizer step ``step`` (0-based) of each member in ``members``, a function of (seed, step)."""
 
     def loss(self, model, batch: Any, dropout: MemberDropout) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each member's reported loss and the loss minimised, both (members,)."""
+        """Each member's reported loss and the loss minimised, both (members,). Traced by ``torch.compile`` for a
+        compiled step: tensor code that reads no tensor value on the host, its dropout through ``dropout``."""
 
     def learning_rate(self, step: int) -> float:
         """The learning rate of optimizer step ``step`` (0-based)."""
@@ -83,13 +90,7 @@ def clip_per_member(model, max_norm: float) -> torch.Tensor:
     """``torch.nn.utils.clip_grad_norm_`` (HF Trainer's clipping) applied to each member separately; returns the
     members' norms. Each member's norm is reduced over its own slices, as for a model of one member, so packing
     leaves the arithmetic of a member unchanged."""
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    members = grads[0].shape[0]
-    norms = torch.stack([torch.nn.utils.get_total_norm([g[m] for g in grads]) for m in range(members)])
-    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
-    return norms
+    return compiled.clip_grads_per_member([p.grad for p in model.parameters() if p.grad is not None], max_norm)
 
 
 class Trainer:
@@ -113,6 +114,8 @@ class Trainer:
         self._build(list(range(self.members)))
         self.tensor_names = set(self.model.checkpoint_tensors(0))  # what a checkpoint of this model holds
         self.moment_names = {f"{kind}.{name}" for name in self.param_names.values() for kind in ("exp_avg", "exp_avg_sq")}
+        self.compiled = compiled.CompiledStep(self) if compiled.wanted(settings.get("compile", "auto"), objective.steps) else None
+        log.info("training step: %s", "compiled (torch.compile)" if self.compiled else "eager")
 
     # ------------------------------------------------------------------ the pack
     def _root(self, m: int) -> Path:
@@ -267,7 +270,29 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def step(self, step: int) -> torch.Tensor:
-        """One optimizer step of the active members at 0-based ``step``; returns each one's reported loss."""
+        """One optimizer step of the active members at 0-based ``step``; returns each one's reported loss. The
+        compiled step where the trainer has one (:mod:`posym.training.compiled`), else the eager one."""
+        if self.compiled is not None:
+            states = [g.get_state() for g in self.generators]
+            try:
+                return self.compiled.step(step)
+            except Exception as error:  # compiling failed: this step, and every later one, eagerly
+                if not self.compiled.may_fall_back(error):
+                    raise
+                log.debug("compiled step failed", exc_info=True)
+                self._fall_back(error, "training")
+                for generator, state in zip(self.generators, states):
+                    generator.set_state(state)
+                self.optimizer.zero_grad(set_to_none=True)
+        return self.eager_step(step)
+
+    def _fall_back(self, error: Exception, what: str) -> None:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log.warning("torch.compile is not available here (%s: %s): %s eagerly from now on", type(error).__name__, reason[:300], what)
+        self.compiled = None
+
+    def eager_step(self, step: int) -> torch.Tensor:
+        """One eager optimizer step (``train.compile: false``): bit-reproducible on a CPU."""
         o, settings = self.objective, self.objective.settings
         batch = o.batch(step, self.active)
         for group in self.optimizer.param_groups:
@@ -283,7 +308,14 @@ class Trainer:
     def _evaluate(self, step: int, pending: dict[int, list]) -> None:
         self.model.eval()
         with torch.no_grad():
-            rows = self.objective.evaluate(self.model, step, self.active)
+            rows = None
+            if self.compiled is not None:
+                try:
+                    rows = self.objective.evaluate(self.compiled.evaluation_model(), step, self.active)
+                except Exception as error:
+                    self._fall_back(error, "training and evaluating")
+            if rows is None:
+                rows = self.objective.evaluate(self.model, step, self.active)
         self.model.train()
         for m, member_rows in zip(self.active, rows):
             pending[m] += member_rows

@@ -49,7 +49,7 @@ log = logging.getLogger("posym.c.training")
 
 PENALTIES = ("none", "sym", "imag")
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
-HOW_SETTINGS = ("device", "deterministic", "checkpoint_every")
+HOW_SETTINGS = ("device", "deterministic", "checkpoint_every", "compile")
 
 
 # --------------------------------------------------------------------------------------------------- task
