@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -98,8 +99,7 @@ def step_rate(lines) -> dict:
     windows = [(int(m.group(1)), int(m.group(2)), float(m.group(3))) for line in lines if (m := STEP_LINE.search(line))]
     if not windows:
         return {}
-    seconds = sorted(w[2] for w in windows)
-    median = seconds[len(seconds) // 2] if len(seconds) % 2 else (seconds[len(seconds) // 2 - 1] + seconds[len(seconds) // 2]) / 2
+    median = statistics.median(w[2] for w in windows)
     steps = windows[-1][1]
     return {"logged_windows": len(windows), "last_logged_step": windows[-1][0], "seconds_per_step_median": median,
             "steps": steps, "projected_step_minutes": steps * median / 60}  # fmt: skip

@@ -365,11 +365,10 @@ def command_code(command: str, notebook: str | None = None) -> Fingerprint:
         found = _known(f"notebook {path.resolve()}", path, lambda: {"imports": sorted(notebook_modules(path))})
         extra = closure(found["imports"])
         key = f"{command} {_portable(path)}"
-    modules = {**own, **extra}
-    fingerprint = _combine(modules)
+    modules = dict(sorted({**own, **extra}.items()))
     digest = stable_digest(key, definitions(modules))
     _save_cache()
-    return Fingerprint(digest, fingerprint.modules)
+    return Fingerprint(digest, modules)
 
 
 def _portable(path: Path) -> str:
