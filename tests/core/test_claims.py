@@ -104,6 +104,25 @@ def test_a_check_says_how_far_it_is_from_the_paper_over_seeds():
     assert summary.loc["A-1", "distance"] == ""  # no check with the paper's number
 
 
+def test_a_claim_not_reproduced_says_which_checks_fail_and_which_went_untested():
+    rows = [
+        claims.row("B-2", "NoPE above RoPE", "-27.7 points", "> 0", False, source=SPEC, task="count"),
+        claims.row("B-2", "MLA accuracy", "33 %", ">= 90 %", False, source=SPEC, task="count"),
+        claims.row("B-2", "ALiBi accuracy", "not trained", ">= 50 %", None, source=SPEC, task="count"),
+        claims.row("B-2", "RoPE learns", "99 %", ">= 90 %", True, source=SPEC, task="count"),
+    ]
+    b2 = {"id": "B-2", "statement": "count", "paper": "", "evidence": ["trained"]}
+    summary = claims.summary([pd.DataFrame(rows)], [b2]).set_index("claim")
+    assert summary.loc["B-2", "verdict"] == claims.PARTLY
+    assert summary.loc["B-2", "why"] == (
+        "fails: count: NoPE above RoPE: -27.7 points (expected > 0); count: MLA accuracy: 33 % (expected >= 90 %)"
+        " | not tested: count: ALiBi accuracy: not trained (expected >= 50 %)"
+    )
+    assert claims.why(pd.DataFrame(rows), shown=1).startswith("fails: count: NoPE above RoPE: -27.7 points (expected > 0); and 1 more")
+    reproduced = claims.summary([pd.DataFrame(rows[3:])], [b2]).set_index("claim")
+    assert reproduced.loc["B-2", "verdict"] == claims.REPRODUCED and reproduced.loc["B-2", "why"] == ""
+
+
 def test_an_unknown_kind_of_evidence_names_the_claim():
     with pytest.raises(ValueError, match="claim A-1: unknown kind of evidence 'measured'"):
         claims.row("A-1", "acc", "1", "1", True, source=SPEC, evidence="measured")

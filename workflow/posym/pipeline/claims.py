@@ -122,6 +122,8 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[Mapping]) -> pd.Dat
     and, when the notebook that checks it does not apply, ``applicable`` false and the ``reason``): its verdict
     and how it was reached. Only the 'all seeds' rows count where a check was run on several seeds.
 
+    ``why``: for a claim partly or not reproduced, its failing and untested deciding checks (:func:`why`).
+
     Verdicts: *reproduced* when every deciding check was tested and passes; *not reproduced* when none that was
     tested passes; *partly* otherwise (some fail, or some were not tested); *not testable here* when no deciding
     check was tested, or the claim is decided by code checks alone (they test posym, not the paper).
@@ -142,9 +144,29 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[Mapping]) -> pd.Dat
         overall, ours = _verdict(claim, kinds, deciding, supporting)
         rows.append(
             {"claim": claim["id"], "distance": farthest(deciding), "statement": claim["statement"], "paper": claim["paper"],
-             "evidence": ", ".join(kinds), "ours": ours, "verdict": overall}
+             "evidence": ", ".join(kinds), "ours": ours, "why": why(deciding) if overall in (PARTLY, NOT_REPRODUCED) else "",
+             "verdict": overall}
         )  # fmt: skip
-    return pd.DataFrame(rows, columns=["claim", "distance", "statement", "paper", "evidence", "ours", "verdict"])
+    return pd.DataFrame(rows, columns=SUMMARY)
+
+
+#: The columns of :func:`summary`.
+SUMMARY = ["claim", "distance", "statement", "paper", "evidence", "ours", "why", "verdict"]
+
+
+def why(deciding: pd.DataFrame, shown: int = 2) -> str:
+    """Why a claim is not reproduced: its failing deciding checks, then those not tested, each with what was
+    measured against what was expected ("fails: count: NoPE − RoPE: −27.7 points (expected > 0)"), the first
+    ``shown`` of each, and how many more."""
+    parts = []
+    for verdict_, label in (("fail", "fails"), ("not tested", "not tested")):
+        found = deciding[deciding["verdict"] == verdict_]
+        if found.empty:
+            continue
+        named = [f"{r['task'] + ': ' if r['task'] else ''}{r['check']}: {_clip(r['measured'])} (expected {r['expected']})" for _, r in found.head(shown).iterrows()]
+        more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+        parts.append(f"{label}: " + "; ".join(named) + more)
+    return " | ".join(parts)
 
 
 def farthest(checks: pd.DataFrame) -> str:
@@ -157,6 +179,10 @@ def farthest(checks: pd.DataFrame) -> str:
     ours, paper, difference = (float(r[k]) for k in ("ours", "paper", "difference"))
     where = f"{r['task']}: " if r["task"] else ""
     return f"{where}{r['check']}: {ours:.4g} vs {paper:.4g} ({difference:+.3g}, {100 * float(r['relative']):+.0f} %)"
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _verdict(claim: Mapping, kinds: list[str], deciding: pd.DataFrame, supporting: pd.DataFrame) -> tuple[str, str]:

@@ -72,7 +72,8 @@ def study_block(reports: Path, sid: str, link: str = "../reports") -> str:
         "|---|---|---|---|---|",
     ]
     for r in summary.itertuples():
-        cells = [r.claim, f"**{r.verdict}**", r.distance or "—", r.evidence, r.ours]
+        found = "; ".join(filter(None, [r.ours, getattr(r, "why", "")]))  # reports made before ``why`` have none
+        cells = [r.claim, f"**{r.verdict}**", r.distance or "—", r.evidence, found]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join([*lines, "", end])
 

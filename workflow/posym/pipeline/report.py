@@ -211,6 +211,11 @@ def verdict_title(plan: list[dict], summaries: list[pd.DataFrame]) -> str:
     return "posym: " + "; ".join(claims.headline(s["name"], v["verdict"]) for s, v in zip(plan, summaries))
 
 
+def _why_html(why: str) -> str:
+    """A claim's failing and untested deciding checks (posym.pipeline.claims.why), below its count of checks."""
+    return "".join(f'<div class="why">{_esc(part)}</div>' for part in why.split(" | ")) if why else ""
+
+
 def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
     """The part of the page of one study's plan: its verdicts in one line, claims, checklist, claim checks, one
     section per item."""
@@ -224,7 +229,7 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
         claim_rows.append(
             f"<tr><td>{_esc(c.claim)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td>"
             f"<td>{_esc(c.distance) or '—'}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
-            f"<td>{_esc(c.ours)}</td></tr>"
+            f"<td>{_esc(c.ours)}{_why_html(c.why)}</td></tr>"
         )
     headline = claims.headline(name, summary["verdict"])
     body = [
@@ -233,7 +238,7 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
         f'<p class="headline">{_esc(headline[0].upper() + headline[1:])}.</p>',
         f'<h3 id="{sid}-summary">Claims</h3>',
         '<table class="table"><thead><tr><th>claim</th><th>verdict</th><th>farthest from the paper</th><th>statement</th>'
-        "<th>paper</th><th>decided by</th><th>checks</th></tr></thead><tbody>",
+        "<th>paper</th><th>decided by</th><th>checks, and why not reproduced</th></tr></thead><tbody>",
         *claim_rows,
         "</tbody></table>",
         *_checklist(study["id"], [i for i in study["items"] if i["paper"]], "Tables and figures of the paper"),
@@ -305,7 +310,7 @@ def render(
         "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
         ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
         ".verdict-reproduced{color:#1e7b34}.verdict-not-reproduced{color:#b03a2e}.verdict-partly{color:#b9770e}"
-        ".verdict-not-testable-here,.na{color:#777}.headline{font-weight:bold}"
+        ".verdict-not-testable-here,.na{color:#777}.headline{font-weight:bold}.why{font-size:85%;color:#555;margin-top:.3em}"
         "figcaption{font-size:0.9em;color:#444}"
     )
     return (
