@@ -1,9 +1,11 @@
 """Paper C's constrained training (spec §C6 "Constrained training", claim C-4): how fast the prev / induction
 circuit forms on a per-sequence random map when the QK form is made symmetric or its RoPE phase is suppressed.
 
-* **Task** (:func:`random_map_batch`): V tokens; x_0 uniform, x_{t+1} = f(x_t) with probability ``map_probability``
+* **Task** (:func:`random_map_stream`): V tokens; x_0 uniform, x_{t+1} = f(x_t) with probability ``map_probability``
   (a *map step*), else uniform; f: V → V a uniformly random map drawn afresh for every sequence. The batch of
   optimizer step k of seed s is a pure function of (``data_seed``, s, k); the evaluation stream of (``eval_seed``).
+  Both are made on the training device from a counter-based generator (SplitMix64 in int64 tensor arithmetic),
+  the same tokens on every device, with no per-step numpy and no copy from the host.
 * **Model**: the attention-only transformer of :mod:`posym.studies.c.architecture` (APE or rotate-half RoPE).
 * **Penalties** (:func:`penalties`: :func:`head_sym_shares`, :func:`head_imag_shares`), differentiable in W_Q, W_K, each a mean over every
   head of every layer, with the denominator detached (its value the share, its gradient the numerator's):
@@ -65,22 +67,92 @@ def random_map_batch(n: int, length: int, vocab: int, map_probability: float, se
 def random_map_draw(n: int, length: int, vocab: int, map_probability: float, seed_words: Sequence[int]) -> dict[str, np.ndarray]:
     """:func:`random_map_batch` with what it was drawn from: ``maps`` (n, V), each sequence's f; ``mapped``
     (n, length − 1), which steps applied it; ``appeared``, whether x_t occurred before t. A function of
-    ``seed_words`` alone (numpy's PCG64 from their SeedSequence)."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(w) for w in seed_words])))
-    maps = rng.integers(0, vocab, size=(n, vocab))
-    tokens = np.empty((n, length), dtype=np.int64)
-    tokens[:, 0] = rng.integers(0, vocab, size=n)
-    mapped = rng.random((n, length - 1)) < map_probability
-    noise = rng.integers(0, vocab, size=(n, length - 1))
-    rows = np.arange(n)
-    seen = np.zeros((n, vocab), dtype=bool)
-    appeared = np.empty((n, length - 1), dtype=bool)
-    for t in range(length - 1):
-        current = tokens[:, t]
-        appeared[:, t] = seen[rows, current]
-        seen[rows, current] = True
-        tokens[:, t + 1] = np.where(mapped[:, t], maps[rows, current], noise[:, t])
-    return {"tokens": tokens, "maps": maps, "mapped": mapped, "appeared": appeared}
+    ``seed_words`` alone (:func:`random_map_stream`, on the CPU: the same on every device)."""
+    drawn = random_map_stream(n, length, vocab, map_probability, stream_keys([seed_words], torch.device("cpu")), details=True)
+    return {name: value[0].numpy() for name, value in drawn.items()}
+
+
+# The stream is made on the device it trains on, with no per-step numpy and no host synchronisation: its random
+# words come from a counter-based generator (SplitMix64: the n-th word of a stream is a fixed mix of key + n·γ,
+# in int64 arithmetic that wraps alike on every device), and its tokens from the drawn maps in O(log length)
+# vectorised steps instead of a loop over positions.
+#: The training stream's generator, in the checkpoints' fingerprint: checkpoints of another stream (numpy's PCG64
+#: before) are trained over, not resumed.
+STREAM = "splitmix64"
+_GAMMA = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15, SplitMix64's increment, as a signed 64-bit integer
+_MIX = (-0x40A7B892E31B1A47, -0x6B2FB644ECCEEE15)  # 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _wrap(value: int) -> int:
+    """A Python integer as the signed 64-bit integer with the same low 64 bits."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """The logical right shift of int64 ``z`` (torch's >> keeps the sign)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix(z: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's output function, on int64 tensors."""
+    z = (z ^ _shift(z, 30)) * _MIX[0]
+    z = (z ^ _shift(z, 27)) * _MIX[1]
+    return z ^ _shift(z, 31)
+
+
+def stream_keys(words: Sequence[Sequence[int | torch.Tensor]], device: torch.device) -> torch.Tensor:
+    """One stream key per row of ``words`` (each a sequence of integers; a word may also be an int64 tensor of one
+    value per row), (rows,) int64 on ``device``: the seed words mixed in one by one. Made on the device from the
+    Python integers as kernel arguments: nothing is copied from the host."""
+    rows = len(words)
+    if rows != 1 and any(isinstance(w, torch.Tensor) for w in words[0]):
+        raise ValueError("tensor words give one key per row of a single sequence of words")
+    keys = []
+    for sequence in words:
+        key = torch.full((1,), _wrap(0x5EED), dtype=torch.int64, device=device)
+        for word in sequence:
+            step = (word.to(device=device, dtype=torch.int64) + 1) * _GAMMA if isinstance(word, torch.Tensor) else _wrap((int(word) + 1) * _GAMMA)
+            key = _mix(key + step)
+        keys.append(key)
+    return torch.cat(keys) if rows > 1 else keys[0]
+
+
+def random_map_stream(
+    n: int, length: int, vocab: int, map_probability: float, keys: torch.Tensor, details: bool = False
+) -> dict[str, torch.Tensor]:
+    """``n`` sequences of the random-map task for each stream key (``keys`` (S,), :func:`stream_keys`), on the keys'
+    device: ``tokens`` (S, n, length) int64; with ``details`` also ``maps`` (S, n, V), ``mapped`` and
+    ``appeared`` (S, n, length − 1).
+
+    Each sequence reads 1 + V + 2(length − 1) uniform 32-bit values of its key's stream (two per 64-bit word): x_0,
+    its map f, whether each step maps and each step's uniform token (a token is ⌊u·V/2³²⌋, a map step u < p·2³²). Then x_t = f^(t − s)(r_s), s the last position ≤ t where the chain restarted
+    (0, or a uniform step before it) and r_s the token drawn there: f's powers f^(2^j) by repeated composition,
+    applied by the bits of t − s, the same tokens as the loop x_{t+1} = f(x_t) or uniform."""
+    S, T, V = len(keys), length, vocab
+    values = 1 + V + 2 * (T - 1)  # 32-bit uniforms per sequence, two per 64-bit word
+    words = (values + 1) // 2
+    counters = torch.arange(1, n * words + 1, device=keys.device, dtype=torch.int64).view(1, n, words)
+    z = _mix(keys.view(S, 1, 1) + counters * _GAMMA)
+    u = torch.stack([z & 0xFFFFFFFF, _shift(z, 32)], dim=-1).view(S, n, 2 * words)[..., :values]
+    first, maps, chance, noise = u.split([1, V, T - 1, T - 1], dim=-1)
+    mapped = chance < round(map_probability * 2**32)
+    starts = (torch.cat([first, noise], dim=-1) * V) >> 32  # the token a restart at t draws (x_0 at 0)
+    maps = (maps * V) >> 32
+    positions = torch.arange(T, device=keys.device)
+    restart = torch.cat([torch.ones_like(mapped[..., :1]), ~mapped], dim=-1)
+    last = torch.where(restart, positions, 0).cummax(dim=-1).values
+    distance = positions - last
+    tokens = starts.gather(-1, last)
+    power = maps  # f^(2^j)
+    for j in range(max(1, (T - 1).bit_length())):
+        tokens = torch.where((distance >> j) & 1 == 1, power.gather(-1, tokens), tokens)
+        power = power.gather(-1, power)
+    out = {"tokens": tokens}
+    if details:
+        first_seen = torch.full((S, n, V), T, device=keys.device, dtype=torch.int64)
+        first_seen = first_seen.scatter_reduce(-1, tokens, positions.expand_as(tokens), "amin")
+        out.update(maps=maps, mapped=mapped, appeared=first_seen.gather(-1, tokens[..., :-1]) < positions[:-1])
+    return out
 
 
 def formation_threshold(vocab: int, floor: float) -> float:
@@ -158,7 +230,7 @@ def arm_fingerprint(training: Mapping, arm: str, seed: int) -> str:
     train = {k: v for k, v in training["train"].items() if k not in HOW_SETTINGS}
     relevant = {
         "arm": training["arms"][arm], "task": training["task"], "model": arm_model_settings(training, arm),
-        "train": train, "formation": training["formation"], "seed": seed,
+        "train": train, "formation": training["formation"], "seed": seed, "stream": STREAM,
     }  # fmt: skip
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
@@ -190,22 +262,25 @@ class ArmObjective:
 
     def prepare(self, device: torch.device, precision: str) -> None:
         self.device, self.precision = device, precision
-        tokens, predictable = random_map_batch(
-            self.training["eval"]["sequences"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], [self.training["eval"]["seed"]]
-        )
-        self.eval_tokens = torch.as_tensor(tokens, device=device)
-        self.eval_mask = torch.as_tensor(predictable, device=device)
+        drawn = random_map_stream(
+            self.training["eval"]["sequences"], self.task["length"], self.task["vocab_size"], self.task["map_probability"],
+            stream_keys([[self.training["eval"]["seed"]]], device), details=True,
+        )  # fmt: skip
+        self.eval_tokens, self.eval_mask = drawn["tokens"][0], drawn["mapped"][0] & drawn["appeared"][0]
+        self.member_seeds = torch.tensor(self.seeds, dtype=torch.int64, device=device)  # the stream's words, on the device
+        self._member_seeds: dict[tuple[int, ...], torch.Tensor] = {tuple(range(len(self.seeds))): self.member_seeds}
 
     def fingerprint(self, m: int) -> str:
         return arm_fingerprint(self.training, self.arm, self.seeds[m])
 
     def batch(self, step: int, members: Sequence[int]) -> torch.Tensor:
-        tokens = [
-            random_map_batch(self.settings["batch_size"], self.task["length"], self.task["vocab_size"], self.task["map_probability"],
-                             [self.training["data_seed"], self.seeds[m], step])[0]
-            for m in members
-        ]  # fmt: skip
-        return torch.as_tensor(np.stack(tokens), device=self.device)
+        """The members' batches of ``step``, (members, batch, length), made on the device: member m's is the stream
+        of (data_seed, seed m, step)."""
+        rows = tuple(members)
+        if rows not in self._member_seeds:  # once per pack: indexing by a list copies it to the device
+            self._member_seeds[rows] = self.member_seeds[list(rows)]
+        keys = stream_keys([[self.training["data_seed"], self._member_seeds[rows], step]], self.device)
+        return random_map_stream(self.settings["batch_size"], self.task["length"], self.task["vocab_size"], self.task["map_probability"], keys)["tokens"]
 
     def loss(self, model: AttentionOnly, ids: torch.Tensor, dropout) -> tuple[torch.Tensor, torch.Tensor]:
         with autocast(self.device, self.precision):
