@@ -130,3 +130,14 @@ def test_a_checkpoint_resumes_on_another_kind_of_device(tmp_path, data, caplog, 
     _train(resumed)
     assert f"saved on another kind of device than {resumed_on}" in caplog.text
     assert (tmp_path / "seed0" / "checkpoints" / "step-000060" / "model.safetensors").is_file()
+
+
+def test_paper_c_stream_gives_the_same_tokens_on_the_gpu_as_on_the_cpu():
+    from posym.studies.c import training
+
+    batches = {}
+    for device in ("cpu", "cuda"):
+        keys = training.stream_keys([[0, torch.tensor([0, 3, 7], device=device), 41]], torch.device(device))
+        batches[device] = {k: v.cpu() for k, v in training.random_map_stream(8, 64, 32, 0.9, keys, details=True).items()}
+    for name, value in batches["cpu"].items():
+        assert torch.equal(value, batches["cuda"][name]), name

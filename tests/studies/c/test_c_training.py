@@ -59,6 +59,21 @@ def test_the_task_applies_its_map_with_the_set_probability_and_is_a_function_of_
     assert set(np.unique(drawn["maps"][0])) <= set(range(64))  # a map, not a permutation: f is drawn per token
 
 
+def test_the_stream_draws_uniform_tokens_and_a_packed_batch_is_each_members_own(tmp_path):
+    drawn = training.random_map_stream(512, 64, 16, 0.5, training.stream_keys([[7]], torch.device("cpu")), details=True)
+    tokens, mapped = drawn["tokens"][0], drawn["mapped"][0]
+    starts = torch.cat([tokens[:, 0], tokens[:, 1:][~mapped]])  # x_0 and every uniform step's token
+    counts = torch.bincount(starts, minlength=16).double()
+    expected = len(starts) / 16
+    assert ((counts - expected) ** 2 / expected).sum() < 50  # chi-square, 15 degrees of freedom: 50 is p ≈ 1e-5
+    objective = training.ArmObjective(settings(), "ape_free", [0, 1, 2], [tmp_path / str(s) for s in range(3)])
+    objective.prepare(torch.device("cpu"), "fp32")
+    packed = objective.batch(5, [0, 1, 2])
+    for m in range(3):
+        assert torch.equal(objective.batch(5, [m])[0], packed[m])
+    assert not torch.equal(packed[0], packed[1]) and not torch.equal(objective.batch(6, [0])[0], packed[0])
+
+
 def test_formation_threshold_and_step():
     assert training.formation_threshold(64, 0.15) == pytest.approx(2.1544, abs=1e-4)
     curve = pd.DataFrame({"step": [0, 100, 200, 300, 400], "ce_pred": [4.1, 3.0, 2.16, 2.0, 2.5]})
