@@ -6,6 +6,7 @@ The tiny pipeline runs once per session in a copy of the repository (`tiny_run`,
 import json
 import re
 import subprocess
+from html import escape
 
 import pytest
 import yaml
@@ -55,6 +56,10 @@ def test_the_title_follows_the_verdicts(tiny_run):
     assert f"<h1>posym: {claims.headline('paper A', verdicts)}</h1>" in html
     assert "of 7 claims reproduced" in html and "all 7" not in html
     assert html.count("<td>trained</td>") == 5 + 1 and "How to read the verdicts" in html  # A-1 … A-5, and the legend
+    # each claim not reproduced says why: its failing checks, with what was measured and what was expected
+    for claim in json.loads((report / "manifest.json").read_text())["verdicts"]["a"]:
+        if claim["verdict"] in (claims.NOT_REPRODUCED, claims.PARTLY):
+            assert claim["why"].startswith("fails: ") and f'<div class="why">{escape(claim["why"].split(" | ")[0])}</div>' in html
 
 
 def test_length_table_sets_ours_beside_the_paper(tiny_run):
