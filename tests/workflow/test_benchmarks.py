@@ -105,6 +105,21 @@ def test_encoder_throughput_compares_paper_bs_encoder_with_torchs(tmp_path):
     assert report["target_met"] == all(value >= 2 for value in target) and report["target"].startswith("posym: ")
 
 
+def test_toy_throughput_compares_paper_cs_model_with_a_plain_reference(tmp_path):
+    report = run_benchmark(tmp_path, "toy_throughput", "--packed", "2", "--no-compiled")
+    names = {"posym", "posym_packed2", "posym_rope_sym", "plain"}
+    results = report["results"]
+    assert report["size"] == "min" and set(results) == names | {f"{name}_bf16" for name in names}
+    assert report["same_function_max_logit_difference"] < 1e-4  # the reference computes posym's ape_free model
+    assert_counted_and_charged(report)
+    for name, r in results.items():
+        assert r["samples_per_second_per_block"] == [r["members"] * r["batch_per_member"] / s for s in r["step_seconds"]], name
+        assert r["step"] == ("torch" if name.startswith("plain") else "eager"), name
+    assert set(report["ratios"]) == {f"{n}{s} / plain at {p}" for n in names - {"plain"} for s, p in (("", "fp32"), ("_bf16", "bf16"))}
+    target = [report["ratios"]["posym / plain at fp32"], report["ratios"]["posym_bf16 / plain at bf16"]]
+    assert report["target_met"] == all(value >= 2 for value in target)
+
+
 def test_the_report_names_a_benchmarks_machine_with_the_cpu_flags_it_has(tmp_path):
     from posym.pipeline.report import _performance_html
 
