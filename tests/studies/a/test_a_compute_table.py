@@ -1,6 +1,7 @@
-"""Table 4 (paper A's compute): wall times of single-seed and packed jobs, and the GPU check's row."""
+"""Table 4 (paper A's compute): wall times of single-seed and packed jobs, the GPU check's row and the training-rate benchmark's rows."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -115,3 +116,57 @@ def test_a_gpu_check_whose_workflow_did_not_finish_shows_how_far_it_got_not_a_ti
     assert row["paper (per seed)"] == paper.COMPUTE.set_index(["stage", "task"]).loc[("training", "number"), "duration"]
     del check["workflow_progress"]
     assert compute.gpu_check_row(check)["ours (per job)"] == "not finished (timed out)"
+
+
+def throughput(size="paper", counted=192, **extra):
+    """The fields of train_throughput.json that Table 4 reads, as benchmarks/train_throughput.py writes them; each
+    rate counts ``counted`` samples per measured step."""
+
+    def result(rate, precision, step):
+        return {"precision": precision, "step": step, "members": 1, "samples_per_second": rate, "step_seconds_median": counted / rate, "share_of_peak": 0.3}
+
+    return {
+        "benchmark": "train_throughput",
+        "size": size,
+        "machine": {"device": "AMD EPYC", "threads": 2, "cpu_flags": {"avx512_bf16": True, "amx_bf16": False}},
+        "peak_gflops": {"fp32": 156.0, "bf16": 380.0},
+        "results": {
+            "posym": result(300.0, "fp32", "eager"), "posym_compiled": result(400.0, "fp32", "compiled"), "hf_gptj": result(225.0, "fp32", "hf"),
+            "posym_compiled_bf16": result(900.0, "bf16", "compiled"), "hf_gptj_bf16": result(300.0, "bf16", "hf"),
+        },  # fmt: skip
+        "ratios": {"posym_compiled_bf16 / HF at fp32": 4.0, "posym_compiled / HF at fp32": 400 / 225},
+        **extra,
+    }
+
+
+def test_the_training_rate_benchmark_is_cited_as_rows_of_one_task_seed(packed_run, tmp_path):
+    path = tmp_path / compute.THROUGHPUT
+    path.write_text(json.dumps(throughput()))
+    found = compute.throughput_result([tmp_path / compute.GPU_CHECK, path])
+    table = compute.compute_table(wall_times.read_benchmarks(packed_run, compute.STAGES), "this machine", None, found)
+    rows = table[table["stage"] == compute.THROUGHPUT_STAGE]
+    assert list(rows["ours (per job)"]) == ["24 min 0 s", "54 min 0 s", "1 h 36 min"]  # 6750 steps x 192 samples at 900, 400, 225 samples/s
+    assert set(rows["task"]) == {"number"} and set(rows["seeds per job"]) == {1}
+    bf16, fp32, hf = (row["ours: hardware"] for _, row in rows.iterrows())
+    assert bf16 == "AMD EPYC (2 threads, bf16 units: AVX-512 BF16, no AMX): posym, compiled step, bf16, 900 samples/s, 30 % of the bf16 matmul peak (380 GFLOP/s), 4.00× HF GPT-J fp32"
+    assert fp32.endswith("posym, compiled step, fp32, 400 samples/s, 30 % of the fp32 matmul peak (156 GFLOP/s), 1.78× HF GPT-J fp32")
+    assert hf.endswith("HF GPT-J + AdamW, fp32, 225 samples/s, 30 % of the fp32 matmul peak (156 GFLOP/s)")
+    assert set(rows["paper (per seed)"]) == {paper.COMPUTE.set_index(["stage", "task"]).loc[("training", "number"), "duration"]}
+
+
+def test_the_committed_training_rate_benchmark_is_cited():
+    """The committed JSON, written before the benchmark recorded the CPU's flags and each contender's step kind,
+    is cited with what it records."""
+    committed = compute.throughput_result([Path(__file__).resolve().parents[3] / "benchmarks" / "results" / compute.THROUGHPUT])
+    rows = compute.throughput_rows(committed)
+    assert len(rows) == 3 and all(row["ours: hardware"].startswith(committed["machine"]["device"]) for row in rows)
+    assert "posym, compiled step, bf16" in rows[0]["ours: hardware"]
+
+
+def test_a_min_size_or_miscounted_training_rate_is_not_cited():
+    assert compute.throughput_rows(throughput(size="min")) == []
+    # before 2026-12-04 the rates counted 64 samples a step while posym trained at 192
+    assert compute.throughput_rows(throughput(counted=64)) == []
+    assert compute.throughput_result(None) is None
+    table = compute.compute_table(pd.DataFrame(columns=["stage", "task", "seed", "seeds", "seconds"]), "here", None, throughput(size="min"))
+    assert table.empty

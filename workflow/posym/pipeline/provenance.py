@@ -69,6 +69,30 @@ def cpu_name() -> str:
         return platform.processor() or platform.machine()
 
 
+#: The CPU features that decide what bf16 costs: AMX tiles (Intel Sapphire Rapids and later: several times the fp32
+#: matmul rate), AVX-512 BF16 dot products (AMD Zen 4, Intel Cooper Lake: about twice), or neither (bf16 emulated).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+
+
+def cpu_flags() -> dict[str, bool]:
+    """Which of :data:`CPU_FLAGS` this CPU has, by Linux's /proc/cpuinfo (all False where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            flags = set(next(line.split(":", 1)[1].split() for line in handle if line.startswith("flags")))
+    except (OSError, StopIteration):
+        flags = set()
+    return {flag: flag in flags for flag in CPU_FLAGS}
+
+
+def bf16_units(flags: dict[str, bool]) -> str:
+    """In words, what a CPU with ``flags`` (:func:`cpu_flags`) has for bf16 matmuls."""
+    if flags.get("amx_bf16"):
+        return "AMX"
+    if flags.get("avx512_bf16"):
+        return "AVX-512 BF16, no AMX"
+    return "none (bf16 emulated)"
+
+
 def hardware_description(devices: Iterable[str]) -> str:
     """This machine's processor and the devices the training runs used."""
     return f"{cpu_name()}, {os.cpu_count()} cores; training on {', '.join(sorted(set(devices)))}"

@@ -47,12 +47,20 @@ def _table_html(csv: Path) -> str:
     return frame.to_html(index=False, escape=True, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="table")
 
 
+def _shown(value) -> str:
+    """A machine field of a benchmark's JSON as its caption shows it: a mapping of flags (the CPU's bf16 / AMX
+    units) as the names of those that are set."""
+    if isinstance(value, dict):
+        return " ".join(flag for flag, on in value.items() if on) or "none"
+    return str(value)
+
+
 def _performance_html(path: Path) -> str:
     """A benchmark's JSON ``summary`` as a two-column table, with the machine it ran on."""
     data = read_json(path)
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in data.get("summary", {}).items())
     machine = data.get("machine", {})
-    caption = f"{path.stem} — {', '.join(f'{k}: {v}' for k, v in machine.items())}" if machine else path.stem
+    caption = f"{path.stem} — {', '.join(f'{k}: {_shown(v)}' for k, v in machine.items())}" if machine else path.stem
     return (
         f"<p>{_esc(caption)} (<a href=\"benchmarks/{_esc(path.name)}\">json</a>)</p>"
         f'<table class="table"><tbody>{rows}</tbody></table>'

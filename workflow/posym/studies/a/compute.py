@@ -8,6 +8,9 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from posym.pipeline import config
+from posym.pipeline.provenance import bf16_units
+
 from .wall_times import duration
 
 from . import paper
@@ -29,16 +32,24 @@ STAGES = {
 #: The committed result of benchmarks/gpu_check.sh on a GPU, which Table 4 shows when the repository has one.
 GPU_CHECK = "gpu_check_cuda.json"
 GPU_CHECK_STAGE = "GPU check: one task-seed of the paper config"
+#: The committed training-rate benchmark (benchmarks/train_throughput.py), which Table 4 cites: one task-seed of the
+#: paper config (its steps × its batch) at the rate measured for posym's compiled step and for HF GPT-J.
+THROUGHPUT = "train_throughput.json"
+THROUGHPUT_STAGE = "benchmark: one task-seed of the paper config at the measured training rate"
+#: The contenders of train_throughput.json that Table 4 cites, in its order, each with what it is.
+THROUGHPUT_CONTENDERS = {"posym_compiled_bf16": "posym", "posym_compiled": "posym", "hf_gptj": "HF GPT-J + AdamW"}
 
 
-def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | None = None) -> pd.DataFrame:
-    """Table 4: wall time per stage and task of this run beside the paper's, and the GPU check's row.
+def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | None = None, throughput: Mapping | None = None) -> pd.DataFrame:
+    """Table 4: wall time per stage and task of this run beside the paper's, the GPU check's row, and the rows of
+    the training-rate benchmark.
 
     A row's time is the mean over its jobs, a job being the stage's work for one seed or, for a training job
     that packs several seeds into one model, for all of them at once: ``seeds per job`` says how many seeds
     the time covers, so a packed job's time is never shown as one seed's. ``benchmarks`` is
     :func:`posym.studies.a.wall_times.read_benchmarks` of the run's files; ``gpu_check`` the JSON of
-    benchmarks/gpu_check.sh (:func:`gpu_check_result`), if any.
+    benchmarks/gpu_check.sh (:func:`gpu_check_result`), if any; ``throughput`` that of benchmarks/train_throughput.py
+    (:func:`throughput_result`), if any.
     """
     # One stage's jobs of the same seed(s) are one job of the table (evaluation: the test and length jobs).
     per_job = benchmarks.groupby(["stage", "task", "seed", "seeds"], dropna=False)["seconds"].sum().reset_index()
@@ -62,6 +73,8 @@ def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | 
         )
     if gpu_check is not None:
         rows.append(gpu_check_row(gpu_check))
+    if throughput is not None:
+        rows += throughput_rows(throughput)
     return pd.DataFrame(rows)
 
 
@@ -97,6 +110,56 @@ def gpu_check_row(check: Mapping) -> dict:
         "ours: hardware": f"{check['machine']['device']} ({run['steps']} steps, {run['checkpoints']} checkpoints, {run['precision']})",
         "paper (per seed)": _published_training().get(("training", run["task"]), ""),
     }
+
+
+def throughput_rows(result: Mapping) -> list[dict]:
+    """Table 4's rows of benchmarks/train_throughput.py: one task-seed of the paper config at the rate it measured
+    for posym's compiled step (bf16 and fp32) and for HF GPT-J in fp32, on the machine it names, with the share of
+    that machine's matmul peak and the ratio to HF, beside the paper's training of that task.
+
+    Only a paper-size result whose rates count the config's batch is cited: a ``--size min`` result, or one whose
+    samples per second are not the config's batch per measured step (before 2026-12-04 the benchmark counted posym
+    at 64 while it trained at 192), gives no rows. The batch is read from the rates themselves, so that a result
+    written before the JSON recorded ``batch_per_member`` is checked as well."""
+    if result.get("benchmark") != "train_throughput" or result.get("size") != "paper":
+        return []
+    train = config.study_defaults("a")["train"]
+    cited = {name: r for name, r in result["results"].items() if name in THROUGHPUT_CONTENDERS}
+    counted = {round(r["samples_per_second"] * r["step_seconds_median"] / r.get("members", 1)) for r in cited.values()}
+    if not cited or counted != {train["batch_size"]}:
+        return []
+    about = result["machine"]
+    flags = f", bf16 units: {bf16_units(about['cpu_flags'])}" if "cpu_flags" in about else ""
+    rows = []
+    for name, what in THROUGHPUT_CONTENDERS.items():
+        r = cited.get(name)
+        if r is None:
+            continue
+        step = f", {r.get('step', 'compiled')} step" if name.startswith("posym") else ""
+        versus = "" if name == "hf_gptj" else f", {result['ratios'][f'{name} / HF at fp32']:.2f}× HF GPT-J fp32"
+        rows.append(
+            {
+                "stage": THROUGHPUT_STAGE,
+                "task": "number",  # the benchmark's task
+                "ours (per job)": duration(train["steps"] * train["batch_size"] / r["samples_per_second"]),
+                "seeds per job": 1,
+                "jobs": "",  # a time from a measured rate, not a job of this run
+                "ours: hardware": (
+                    f"{about['device']} ({about['threads']} threads{flags}): {what}{step}, {r['precision']}, "
+                    f"{r['samples_per_second']:.0f} samples/s, {100 * r['share_of_peak']:.0f} % of the {r['precision']} "
+                    f"matmul peak ({result['peak_gflops'][r['precision']]:.0f} GFLOP/s){versus}"
+                ),
+                "paper (per seed)": _published_training().get(("training", "number"), ""),
+                "paper: hardware": paper.COMPUTE_HARDWARE,
+            }
+        )
+    return rows
+
+
+def throughput_result(paths: Iterable[str | Path] | None) -> dict | None:
+    """The training-rate benchmark among the committed benchmark results ``paths``, or None."""
+    found = [Path(p) for p in paths or () if Path(p).name == THROUGHPUT]
+    return json.loads(found[0].read_text()) if found else None
 
 
 def gpu_check_result(paths: Iterable[str | Path] | None) -> dict | None:
