@@ -85,7 +85,7 @@ def test_the_gpu_check_is_a_row_beside_the_papers_training(packed_run, tmp_path)
     path.write_text(json.dumps(gpu_check(seconds=75.0)))
     other = tmp_path / "perf" / "train_throughput.json"
     other.write_text("{}")
-    check = compute.gpu_check_result([other, path])
+    check = compute.committed_result([other, path], compute.GPU_CHECK)
     table = compute.compute_table(wall_times.read_benchmarks(packed_run, compute.STAGES), "this machine", check)
     row = table.iloc[-1]
     assert row["stage"] == compute.GPU_CHECK_STAGE and row["task"] == "number"
@@ -98,8 +98,8 @@ def test_the_gpu_check_is_a_row_beside_the_papers_training(packed_run, tmp_path)
 def test_without_a_committed_gpu_check_there_is_no_row(tmp_path):
     other = tmp_path / "train_throughput.json"
     other.write_text("{}")
-    assert compute.gpu_check_result([other]) is None
-    assert compute.gpu_check_result(None) is None
+    assert compute.committed_result([other], compute.GPU_CHECK) is None
+    assert compute.committed_result(None, compute.GPU_CHECK) is None
 
 
 def test_a_min_size_gpu_check_is_not_set_beside_the_paper():
@@ -142,7 +142,7 @@ def throughput(size="paper", counted=192, **extra):
 def test_the_training_rate_benchmark_is_cited_as_rows_of_one_task_seed(packed_run, tmp_path):
     path = tmp_path / compute.THROUGHPUT
     path.write_text(json.dumps(throughput()))
-    found = compute.throughput_result([tmp_path / compute.GPU_CHECK, path])
+    found = compute.committed_result([tmp_path / compute.GPU_CHECK, path], compute.THROUGHPUT)
     table = compute.compute_table(wall_times.read_benchmarks(packed_run, compute.STAGES), "this machine", None, found)
     rows = table[table["stage"] == compute.THROUGHPUT_STAGE]
     assert list(rows["ours (per job)"]) == ["24 min 0 s", "54 min 0 s", "1 h 36 min"]  # 6750 steps x 192 samples at 900, 400, 225 samples/s
@@ -157,7 +157,7 @@ def test_the_training_rate_benchmark_is_cited_as_rows_of_one_task_seed(packed_ru
 def test_the_committed_training_rate_benchmark_is_cited():
     """The committed JSON, written before the benchmark recorded the CPU's flags and each contender's step kind,
     is cited with what it records."""
-    committed = compute.throughput_result([Path(__file__).resolve().parents[3] / "benchmarks" / "results" / compute.THROUGHPUT])
+    committed = compute.committed_result([Path(__file__).resolve().parents[3] / "benchmarks" / "results" / compute.THROUGHPUT], compute.THROUGHPUT)
     rows = compute.throughput_rows(committed)
     assert len(rows) == 3 and all(row["ours: hardware"].startswith(committed["machine"]["device"]) for row in rows)
     assert "posym, compiled step, bf16" in rows[0]["ours: hardware"]
@@ -167,6 +167,6 @@ def test_a_min_size_or_miscounted_training_rate_is_not_cited():
     assert compute.throughput_rows(throughput(size="min")) == []
     # before 2026-12-04 the rates counted 64 samples a step while posym trained at 192
     assert compute.throughput_rows(throughput(counted=64)) == []
-    assert compute.throughput_result(None) is None
+    assert compute.committed_result(None, compute.THROUGHPUT) is None
     table = compute.compute_table(pd.DataFrame(columns=["stage", "task", "seed", "seeds", "seconds"]), "here", None, throughput(size="min"))
     assert table.empty

@@ -48,8 +48,8 @@ def compute_table(benchmarks: pd.DataFrame, hardware: str, gpu_check: Mapping | 
     that packs several seeds into one model, for all of them at once: ``seeds per job`` says how many seeds
     the time covers, so a packed job's time is never shown as one seed's. ``benchmarks`` is
     :func:`posym.studies.a.wall_times.read_benchmarks` of the run's files; ``gpu_check`` the JSON of
-    benchmarks/gpu_check.sh (:func:`gpu_check_result`), if any; ``throughput`` that of benchmarks/train_throughput.py
-    (:func:`throughput_result`), if any.
+    benchmarks/gpu_check.sh (:func:`committed_result`), if any; ``throughput`` that of benchmarks/train_throughput.py
+    (:func:`committed_result`), if any.
     """
     # One stage's jobs of the same seed(s) are one job of the table (evaluation: the test and length jobs).
     per_job = benchmarks.groupby(["stage", "task", "seed", "seeds"], dropna=False)["seconds"].sum().reset_index()
@@ -156,13 +156,8 @@ def throughput_rows(result: Mapping) -> list[dict]:
     return rows
 
 
-def throughput_result(paths: Iterable[str | Path] | None) -> dict | None:
-    """The training-rate benchmark among the committed benchmark results ``paths``, or None."""
-    found = [Path(p) for p in paths or () if Path(p).name == THROUGHPUT]
-    return json.loads(found[0].read_text()) if found else None
-
-
-def gpu_check_result(paths: Iterable[str | Path] | None) -> dict | None:
-    """The GPU check among the committed benchmark results ``paths`` (benchmarks/results/*.json), or None."""
-    found = [Path(p) for p in paths or () if Path(p).name == GPU_CHECK]
+def committed_result(paths: Iterable[str | Path] | None, name: str) -> dict | None:
+    """The committed benchmark result called ``name`` (:data:`GPU_CHECK`, :data:`THROUGHPUT`) among ``paths``
+    (benchmarks/results/*.json), or None."""
+    found = [Path(p) for p in paths or () if Path(p).name == name]
     return json.loads(found[0].read_text()) if found else None
