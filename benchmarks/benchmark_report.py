@@ -23,6 +23,16 @@ PEAK_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 PEAK_SIDE = {"cpu": 2048, "cuda": 8192}
 
 
+def rates_summary(results: dict, ratios: dict, peak: dict) -> dict:
+    """The summary lines every throughput benchmark opens with: each contender's samples/s and its share of the
+    matmul peak in its precision, each ratio, and the peaks measured in the run."""
+    return (
+        {f"{name} samples/s (share of {r['precision']} peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_peak']:.0f} %)" for name, r in results.items()}
+        | {name: f"{value:.2f}" for name, value in ratios.items()}
+        | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
+    )
+
+
 def machine(device: torch.device | str = "cpu") -> dict:
     """The machine a benchmark runs on, read when it starts (after it sets its threads): the device, the CPU's model
     name and its bf16 / AMX flags, the vector code PyTorch chose, threads and the load average."""

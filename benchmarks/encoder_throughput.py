@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, write_report
+from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, write_report
 from posym.pipeline import config
 from posym.nn.precision import autocast
 from posym.studies.b.architecture import EncoderConfig, model_config
@@ -377,9 +377,7 @@ def main() -> None:
         "target_met": met,
     }
     report["summary"] = (
-        {f"{name} samples/s (share of {r['precision']} peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_peak']:.0f} %)" for name, r in results.items()}
-        | {name: f"{value:.2f}" for name, value in ratios.items()}
-        | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
+        rates_summary(results, ratios, peak)
         | {
             f"target: {held} / torch >= {TARGET:g}, same function": ("met" if met else "not met") + " (" + ", ".join(f"{v:.2f} at {p}" for p, v in target.items()) + ")",
             "largest logit difference, same weights, no dropout": f"{difference:.1e}",

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, synchronize, write_report
+from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, synchronize, write_report
 from posym.pipeline import config
 from posym.nn.gptj import ModelConfig
 from posym.nn.precision import autocast
@@ -284,9 +284,7 @@ def build_report(args, contenders: dict, model: ModelConfig, timings: dict, in_m
         "goals": goals,  # issue 28's, held only at paper size on a CPU with bf16 units
     }
     report["summary"] = (
-        {f"{name} samples/s (share of {r['precision']} peak)": f"{r['samples_per_second']:.0f} ({100 * r['share_of_peak']:.0f} %)" for name, r in results.items()}
-        | {name: f"{ratio:.2f}" for name, ratio in ratios.items()}
-        | {f"{precision} matmul peak": f"{value:.0f} GFLOP/s" for precision, value in peak.items()}
+        rates_summary(results, ratios, peak)
         | {f"goal: {key} >= {g['goal']:g}": f"{'met' if g['met'] else 'not met'} ({g['value']:.2f})" for key, g in goals.items()}
         | {
             "machine": machine_line(about),
