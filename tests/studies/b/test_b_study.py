@@ -242,7 +242,9 @@ def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
     controls = [ablation_frame("nope", "count", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
     deposit_in_layer_0 = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60}), *controls])
     table = results.claim_b3(deposit_in_layer_0, 50)
-    assert set(table["verdict"]) == {"pass"} and len(table) == 4
+    assert set(table["verdict"]) == {"pass", "observation"} and len(table) == 5
+    share = table.set_index("check").loc["top head's share of the summed drop"]
+    assert share["verdict"] == "observation" and share["ours"] == pytest.approx(60 / (60 + 7 * 0.5))  # 7 heads at 0.5
     assert set(table.loc[table["check"].str.startswith("no deposit"), "task"]) == {"count"}
     deposit = table.set_index("check").loc["one layer-0 deposit head"]
     assert (deposit["ours"], deposit["paper"], deposit["difference"]) == (60, results.DEPOSIT_DROP, 0)  # the notes' ≈ 60

@@ -274,6 +274,7 @@ def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
                 source=SOURCES[("B-3", "others")], task="distance", seed=seed, ours=float(rest["drop"].max()),
             )
         )
+        rows.append(_top_share(part, seed))
     for variant, task, label in (("nope", "count", "NoPE on Task 2"), ("rope", "count", "RoPE on Task 2")):
         found = _drops(ablation, variant, task)
         check = f"no deposit: {label}"
@@ -282,6 +283,20 @@ def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
         for seed, part in found.items():
             rows.append(_no_deposit("B-3", check, part, label, trained_accuracy, task, seed))
     return verdicts.with_seed_summary(rows)
+
+
+def _top_share(part: pd.DataFrame, seed) -> dict:
+    """How much of RoPE's Task-1 ablation one head carries: the largest drop's share of the drops summed over every
+    head (a lone deposit head, the others negligible, is a share near 1; work spread over heads is far below).
+    Shown, not judged: the paper gives no share."""
+    drops = part["drop"].clip(lower=0)
+    top = part.loc[part["drop"].idxmax()]
+    share = float(top["drop"] / drops.sum()) if drops.sum() > 0 else float("nan")
+    measured = f"L{int(top['layer'])} H{int(top['head'])}: {top['drop']:.1f} of {drops.sum():.1f} points summed over {len(part)} heads ({share:.0%})"
+    return verdicts.row(
+        "B-3", "top head's share of the summed drop", measured, "not judged (one head ≈ 60, the others negligible: near 1)",
+        None, source=SOURCES[("B-3", "deposit")], task="distance", seed=seed, observation=True, ours=share,
+    )  # fmt: skip
 
 
 def _no_deposit(claim: str, check: str, part: pd.DataFrame, label: str, trained_accuracy: float, task: str, seed) -> dict:
