@@ -63,6 +63,11 @@ def test_a_report_that_records_its_verdicts_is_shown_as_recorded(tmp_path):
     table = page.read_text()
     assert "[`abc1234-cfg0123456789`](../reports/abc1234-cfg0123456789/index.html)" in table
     assert "| B-2 | **not reproduced** |" in table
+    older = reports / "0000000-cfg0000000000"  # a second report of the study: both shown, the newest first
+    older.mkdir()
+    (older / "manifest.json").write_text(json.dumps({"created": "2026-12-01", "studies": {"b": {}}, "verdicts": {"b": verdicts[:1]}}))
+    shown = committed.study_block(reports, "b")
+    assert shown.index("abc1234-cfg0123456789") < shown.index("0000000-cfg0000000000") and shown.count("| B-1 |") == 2
     readme.write_text("# no block\n")
     with pytest.raises(ValueError, match="has no block"):
         committed.write_readme(readme, reports)

@@ -3,8 +3,9 @@
 A report that records its verdicts (``manifest.json``'s ``verdicts``) is shown as it recorded them. An older one is
 judged again from its own claim tables (the checks its run made) under today's rules (posym.pipeline.claims), and
 says so. :func:`readme_block` is the README's table between :data:`BEGIN` and :data:`END`; :func:`study_block` is a
-study's claims as its newest committed report judged them, for the study's page in ``docs/`` (between the markers of
-:func:`study_markers`). ``posym committed-verdicts`` writes both, and a test keeps them equal to the reports.
+study's claims as each of its committed reports judged them (newest first), for the study's page in ``docs/``
+(between the markers of :func:`study_markers`). ``posym committed-verdicts`` writes both, and a test keeps them
+equal to the reports.
 """
 
 from __future__ import annotations
@@ -51,30 +52,30 @@ def _committed(reports: Path) -> list[Path]:
 
 
 def study_block(reports: Path, sid: str, link: str = "../reports") -> str:
-    """Study ``sid``'s claims as its newest committed report (by creation time) judged them: verdict, how far from
-    the paper, the kinds of evidence that decide it and what was found. ``link``: the reports folder as the page
-    that shows the block reaches it."""
+    """Study ``sid``'s claims as each committed report of it judged them, newest (by creation time) first: verdict,
+    how far from the paper, the kinds of evidence that decide it and what was found. ``link``: the reports folder as
+    the page that shows the block reaches it."""
     begin, end = study_markers(sid)
-    found = [(json.loads((r / "manifest.json").read_text()).get("created", ""), r) for r in _committed(reports)]
-    found = [(created, r) for created, r in found if sid in json.loads((r / "manifest.json").read_text())["studies"]]
+    found = [(json.loads((r / "manifest.json").read_text()), r) for r in _committed(reports)]
+    found = sorted(((m.get("created", ""), r) for m, r in found if sid in m["studies"]), reverse=True)
     if not found:
         return "\n".join([begin, "", f"No report of study {sid} is committed.", "", end])
-    report = max(found)[1]
-    summaries, recorded = report_verdicts(report)
-    summary = summaries[sid]
-    lines = [
-        begin,
-        "",
-        f"[`{report.name}`]({link}/{report.name}/index.html): **{claims.headline(study.load(sid).name, summary['verdict'])}**"
-        + ("" if recorded else " (its own checks, judged by today's verdict rules)"),
-        "",
-        "| claim | verdict | how far from the paper | decided by | what was found |",
-        "|---|---|---|---|---|",
-    ]
-    for r in summary.itertuples():
-        found = "; ".join(filter(None, [r.ours, getattr(r, "why", "")]))  # reports made before ``why`` have none
-        cells = [r.claim, f"**{r.verdict}**", r.distance or "—", r.evidence, found]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    lines = [begin]
+    for _, report in found:
+        summaries, recorded = report_verdicts(report)
+        summary = summaries[sid]
+        lines += [
+            "",
+            f"[`{report.name}`]({link}/{report.name}/index.html): **{claims.headline(study.load(sid).name, summary['verdict'])}**"
+            + ("" if recorded else " (its own checks, judged by today's verdict rules)"),
+            "",
+            "| claim | verdict | how far from the paper | decided by | what was found |",
+            "|---|---|---|---|---|",
+        ]
+        for r in summary.itertuples():
+            found_text = "; ".join(filter(None, [r.ours, getattr(r, "why", "")]))  # reports made before ``why`` have none
+            cells = [r.claim, f"**{r.verdict}**", r.distance or "—", r.evidence, found_text]
+            lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join([*lines, "", end])
 
 
