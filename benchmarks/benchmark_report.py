@@ -61,6 +61,17 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def timed(step, first: int, count: int, device: torch.device = torch.device("cpu")) -> float:
+    """Seconds per step of ``step(k)`` for k in first … first + count − 1, the device's queue drained before and
+    after (the previous contender's kernels are not this one's)."""
+    synchronize(device)
+    start = time.perf_counter()
+    for k in range(first, first + count):
+        step(k)
+    synchronize(device)
+    return (time.perf_counter() - start) / count
+
+
 def peak_shapes(side: int, name: str, product: tuple[int, int, int]) -> dict[str, tuple[int, int, int]]:
     """The (m, k, n) products a peak is measured on: a square one of ``side`` and the model's own ``product``, named
     by their sizes."""

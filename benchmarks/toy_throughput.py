@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, write_report
+from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, timed, write_report
 from posym.nn.precision import autocast
 from posym.pipeline import config
 from posym.studies.c import training
@@ -144,13 +144,6 @@ def same_function_difference(section: dict) -> float:
     ids = torch.randint(0, c.vocab_size, (4, section["task"]["length"] - 1), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         return float((model(ids) - Plain(c).load_posym(model)(ids)).abs().max())
-
-
-def timed(step, first: int, count: int) -> float:
-    start = time.perf_counter()
-    for k in range(first, first + count):
-        step(k)
-    return (time.perf_counter() - start) / count
 
 
 def main() -> None:

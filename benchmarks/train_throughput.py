@@ -32,12 +32,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, synchronize, write_report
+from benchmark_report import PEAK_DTYPES, PEAK_SIDE, best_peak, machine, machine_line, peak_gflops, peak_shapes, rates_summary, synchronize, timed, write_report
 from posym.pipeline import config
 from posym.nn.gptj import ModelConfig
 from posym.nn.precision import autocast
@@ -143,15 +142,6 @@ def matmul_seconds(step, first: int, count: int, device: torch.device) -> float:
     # An op's self time leaves out the ops it calls (aten::matmul -> aten::mm), so nothing counts twice.
     mine = (lambda e: e.self_device_time_total) if device.type == "cuda" else (lambda e: e.self_cpu_time_total)
     return sum(mine(e) for e in prof.key_averages() if e.key in MATMULS) / 1e6 / count
-
-
-def timed(step, first: int, count: int, device: torch.device) -> float:
-    synchronize(device)  # the previous contender's kernels are not this one's
-    start = time.perf_counter()
-    for k in range(first, first + count):
-        step(k)
-    synchronize(device)
-    return (time.perf_counter() - start) / count
 
 
 def main() -> None:

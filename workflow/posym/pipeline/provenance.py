@@ -60,13 +60,18 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def cpu_name() -> str:
-    """This machine's processor, by its model name where Linux tells it."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first ``field`` line of Linux's /proc/cpuinfo, or None where it cannot be read."""
     try:
         with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith(field))
     except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
+        return None
+
+
+def cpu_name() -> str:
+    """This machine's processor, by its model name where Linux tells it."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 #: The CPU features that decide what bf16 costs: AMX tiles (Intel Sapphire Rapids and later: several times the fp32
@@ -76,11 +81,7 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 def cpu_flags() -> dict[str, bool]:
     """Which of :data:`CPU_FLAGS` this CPU has, by Linux's /proc/cpuinfo (all False where it cannot be read)."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            flags = set(next(line.split(":", 1)[1].split() for line in handle if line.startswith("flags")))
-    except (OSError, StopIteration):
-        flags = set()
+    flags = set((_cpuinfo("flags") or "").split())
     return {flag: flag in flags for flag in CPU_FLAGS}
 
 

@@ -289,10 +289,10 @@ def _top_share(part: pd.DataFrame, seed) -> dict:
     """How much of RoPE's Task-1 ablation one head carries: the largest drop's share of the drops summed over every
     head (a lone deposit head, the others negligible, is a share near 1; work spread over heads is far below).
     Shown, not judged: the paper gives no share."""
-    drops = part["drop"].clip(lower=0)
+    total = float(part["drop"].clip(lower=0).sum())
     top = part.loc[part["drop"].idxmax()]
-    share = float(top["drop"] / drops.sum()) if drops.sum() > 0 else float("nan")
-    measured = f"L{int(top['layer'])} H{int(top['head'])}: {top['drop']:.1f} of {drops.sum():.1f} points summed over {len(part)} heads ({share:.0%})"
+    share = float(top["drop"]) / total if total > 0 else float("nan")
+    measured = f"L{int(top['layer'])} H{int(top['head'])}: {top['drop']:.1f} of {total:.1f} points summed over {len(part)} heads ({share:.0%})"
     return verdicts.row(
         "B-3", "top head's share of the summed drop", measured, "not judged (one head ≈ 60, the others negligible: near 1)",
         None, source=SOURCES[("B-3", "deposit")], task="distance", seed=seed, observation=True, ours=share,
