@@ -184,6 +184,49 @@ def test_the_deposit_head_is_the_large_layer_0_drop_only():
     assert (oh.deposit_heads(ablation.assign(layer=[1, 1, 0, 0]))["role"] == "other").all()  # not in layer 0
 
 
+def test_the_rank_sum_p_is_the_exact_chance_under_uniform_ranks():
+    import itertools
+
+    sizes = (4, 3, 5)
+    for ranks in ((1, 1, 1), (2, 1, 3), (4, 3, 5), (1, 3, 2)):
+        outcomes = list(itertools.product(*(range(1, n + 1) for n in sizes)))
+        expected = sum(sum(o) <= sum(ranks) for o in outcomes) / len(outcomes)
+        assert oh.rank_sum_p(ranks, sizes) == pytest.approx(expected)
+    assert oh.rank_sum_p([1], [16]) == pytest.approx(1 / 16) and oh.rank_sum_p([16], [16]) == pytest.approx(1.0)
+
+
+def _b_frame(deposit_values, others=0.5, rotary=True, n_head=8):
+    """Paper-B fingerprint rows: one run per value in ``deposit_values`` (None: no deposit head), layer 0's head 0
+    the deposit head at that value, its other heads at ``others`` + small steps, and a layer 1 far above them all."""
+    rows = []
+    for seed, value in enumerate(deposit_values):
+        for layer in (0, 1):
+            for head in range(n_head):
+                deposit = layer == 0 and head == 0 and value is not None
+                metric = value if deposit else (others + 0.001 * head if layer == 0 else 0.99)
+                rows.append({"variant": "rope", "task": "distance", "seed": seed, "layer": layer, "head": head, "role": "deposit" if deposit else "other",
+                             "rotary": rotary, **{name: metric for name in ("dir_frac", "D_head", "rope_imag_frac", "hi_freq_dir")}})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_deposit_verdict_can_pass_fail_or_go_untested():
+    def verdict(frame, metric="dir_frac"):
+        table = oh.deposit_verdicts(frame)
+        assert (table["source"] == oh.QUESTION).all()
+        return table.loc[table["check"].str.contains(f": {metric} of the deposit head"), ["verdict", "measured"]].iloc[0]
+
+    # on top of its layer 0 (layer 1 does not count) in each of 3 runs of 8 heads: p = 1/512
+    top = verdict(_b_frame([0.9, 0.9, 0.9]))
+    assert top["verdict"] == "pass" and "rope seed 0: 1/8" in top["measured"] and "p 0.00195" in top["measured"]
+    assert verdict(_b_frame([0.1, 0.1, 0.9]))["verdict"] == "fail"  # at the bottom in two runs
+    assert verdict(_b_frame([None, None]))["verdict"] == "not tested"
+    one = verdict(_b_frame([0.9]))  # one run of 8 heads: p = 1/8 at best
+    assert one["verdict"] == "not tested" and "p would be 0.125" in one["measured"]
+    # RoPE's metrics compare heads that rotate: none here
+    assert verdict(_b_frame([0.9, 0.9, 0.9], rotary=False), "rope_imag_frac")["verdict"] == "not tested"
+    assert verdict(_b_frame([0.9, 0.9, 0.9], rotary=False), "D_head")["verdict"] == "pass"
+
+
 def test_with_paper_b_on_every_run_of_standard_attention_is_fingerprinted(tmp_path):
     from conftest import copy_repo
 

@@ -460,3 +460,49 @@ def deposit_table(frame: pd.DataFrame) -> pd.DataFrame:
             values = heads[metrics].median()
             rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": len(heads), "which": label, **values.to_dict()})
     return pd.DataFrame(rows)
+
+
+def rank_sum_p(ranks: Sequence[int], sizes: Sequence[int]) -> float:
+    """The exact one-sided p of a stratified rank test: the chance that the ranks' sum is at most the observed one
+    when each run's head ranks uniformly among its run's ``sizes`` heads (rank 1 the highest), independently."""
+    distribution = np.ones(1)  # of the sum of (rank - 1)
+    for size in sizes:
+        distribution = np.convolve(distribution, np.full(size, 1.0 / size))
+    return float(distribution[: sum(rank - 1 for rank in ranks) + 1].sum())
+
+
+def deposit_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
+    """posym's question on paper B's heads: is the deposit head (claim B-3's, :func:`deposit_heads`) more
+    directional than the other heads of its layer 0, with more of its RoPE phase imaginary and at high
+    frequency? Per comparison of :data:`PREDICTIONS`: the deposit head's rank among its run's layer-0 heads, over
+    every run that has one (per task, and over both), judged by :func:`rank_sum_p` at :data:`ALPHA`. One run of
+    16 heads can reach p = 1/16 at best, so a pass needs the head at the top in several runs. RoPE's metrics
+    compare only heads that rotate. Not tested where no run has a deposit head (or none that rotates), or where
+    the runs that have one could not reach p < ALPHA even with the head at the top of each."""
+    rows = []
+    for metric, role in PREDICTIONS:
+        rotating = metric in ROPE
+        for task, part in _task_groups(frame):
+            ranks, sizes, labels = [], [], []
+            for (variant, _, seed), run in part.groupby(["variant", "task", "seed"], sort=False):
+                layer0 = run[(run["layer"] == 0) & run[metric].notna()]
+                if rotating:
+                    layer0 = layer0[layer0["rotary"].astype(bool)]
+                deposit = layer0[layer0["role"] == "deposit"]
+                if deposit.empty:
+                    continue
+                ranks.append(int((layer0[metric] > deposit[metric].iloc[0]).sum()) + 1)
+                sizes.append(len(layer0))
+                labels.append(f"{variant} seed {seed}: {ranks[-1]}/{sizes[-1]}")
+            check = f"{role}: {metric} of the deposit head > of its layer's other heads"
+            best = rank_sum_p([1] * len(sizes), sizes)
+            if ranks and best < ALPHA:
+                p = rank_sum_p(ranks, sizes)
+                measured, passed = f"rank {', '.join(labels)}; rank-sum p {p:.3g}", bool(p < ALPHA)
+            elif ranks:
+                measured, passed = f"rank {', '.join(labels)}; too few runs: at the top of each, p would be {best:.3g}", None
+            else:
+                measured, passed = "no run has a deposit head" + (" that rotates" if rotating else ""), None
+            expected = f"the top of its layer 0 (stratified rank-sum p < {ALPHA:g})"
+            rows.append(claims.row("our heads, paper B", check, measured, expected, passed, source=QUESTION, task=task, seed="all"))
+    return pd.DataFrame(rows, columns=claims.COLUMNS)
