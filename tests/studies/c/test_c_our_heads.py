@@ -110,7 +110,7 @@ def test_the_verdict_can_pass_fail_or_go_untested():
     for frame, expected in cases:
         table = oh.verdicts(frame)
         assert table.loc[table["check"] == check, "verdict"].tolist() == [expected]
-        assert (table["source"] == oh.QUESTION).all()
+        assert (table["source"] == oh.QUESTION).all() and (table["evidence"] == "trained").all()
     assert "0.710 (n 6) vs 0.420 (n 6)" in oh.verdicts(_frame(0.7, 0.4)).iloc[0]["measured"]
     assert oh.verdicts(_frame(0.5, 0.485)).iloc[0]["measured"].startswith("0.510 (n 6) vs 0.505 (n 6)")
 
@@ -212,7 +212,7 @@ def _b_frame(deposit_values, others=0.5, rotary=True, n_head=8):
 def test_the_deposit_verdict_can_pass_fail_or_go_untested():
     def verdict(frame, metric="dir_frac"):
         table = oh.deposit_verdicts(frame)
-        assert (table["source"] == oh.QUESTION).all()
+        assert (table["source"] == oh.QUESTION).all() and (table["evidence"] == "trained").all()
         return table.loc[table["check"].str.contains(f": {metric} of the deposit head"), ["verdict", "measured"]].iloc[0]
 
     # on top of its layer 0 (layer 1 does not count) in each of 3 runs of 8 heads: p = 1/512

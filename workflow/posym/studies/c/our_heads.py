@@ -316,7 +316,7 @@ def verdicts(frame: pd.DataFrame) -> pd.DataFrame:
                 measured = f"{positional.median():.3f} (n {len(positional)}) vs {symbolic.median():.3f} (n {len(symbolic)}); Mann-Whitney p {p:.3g}"
                 passed = bool(p < ALPHA)
             expected = f"positional > symbolic (one-sided Mann-Whitney p < {ALPHA:g})"
-            rows.append(claims.row("our heads", check, measured, expected, passed, source=QUESTION, task=task, seed="all"))
+            rows.append(claims.row("our heads", check, measured, expected, passed, source=QUESTION, task=task, seed="all", evidence="trained"))
     return pd.DataFrame(rows, columns=claims.COLUMNS)
 
 
@@ -504,5 +504,5 @@ def deposit_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
             else:
                 measured, passed = "no run has a deposit head" + (" that rotates" if rotating else ""), None
             expected = f"the top of its layer 0 (stratified rank-sum p < {ALPHA:g})"
-            rows.append(claims.row("our heads, paper B", check, measured, expected, passed, source=QUESTION, task=task, seed="all"))
+            rows.append(claims.row("our heads, paper B", check, measured, expected, passed, source=QUESTION, task=task, seed="all", evidence="trained"))
     return pd.DataFrame(rows, columns=claims.COLUMNS)
