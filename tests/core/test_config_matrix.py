@@ -185,13 +185,25 @@ PER_RUN_JOBS = ("split", "train_outputs", "evaluate_test", "a_length_sets", "a_e
 def test_the_shipped_configs_plan_the_jobs_of_the_tiny_one(workdir, tiny_jobs, variants):
     """Paper A's default configuration builds the same DAG as the tiny one (one job of each kind per task x seed,
     every notebook, one report), only larger jobs; the quick one the same for three seeds, packed: one training
-    job per task."""
-    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=[workdir / "config.yaml", *(workdir / v for v in variants)]))
+    job per task. (config.yaml runs papers B and C too: here its paper A alone.)"""
+    paper_a = workdir / "paper_a_only.yaml"
+    paper_a.write_text("studies: [a]\n")
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=[workdir / "config.yaml", *(workdir / v for v in variants), paper_a]))
     seeds = 3 if variants else 1
     expected = {rule: count * (seeds if rule in PER_RUN_JOBS else 1) for rule, count in tiny_jobs.items()}
     # they read the last checkpoint, so a run makes no validation split: train and test where the tiny one has three
     expected["split"] = tiny_jobs["split"] // 3 * 2 * seeds
     assert jobs == expected
+
+
+def test_the_default_config_plans_the_three_studies_and_one_report(workdir):
+    """config.yaml: paper A at its size, papers B and C at CPU size, the cross-paper fingerprints of A's and B's
+    heads (study c with a and b on), one report."""
+    jobs = planned_jobs(snakemake(workdir, "-n", configfiles=[workdir / "config.yaml"]))
+    assert jobs["report"] == 1 and jobs["a_scores"] == 2 and jobs["c_train"] >= 1
+    assert jobs["b_ablation"] == jobs["b_probe"] >= 1 and jobs["c_our_heads"] == 2 and jobs["c_our_heads_b"] >= 1
+    notebooks = {rule.split("_")[0] for rule in jobs if "_notebook_" in rule}
+    assert notebooks == {"a", "b", "c"}
 
 
 def test_the_offline_paper_c_config_plans_one_job_per_model(workdir):
