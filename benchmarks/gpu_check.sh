@@ -166,7 +166,7 @@ for stage in "${order[@]}"; do
             # `configfile: "config.yaml"` is not found and, with --configfile given, silently skipped.
             configs=("$repo/config.yaml")
             [[ "$size" == min ]] && configs+=("$repo/tests/configs/tiny.yaml")
-            printf 'a:\n  tasks: [number]\n  seeds: [0]\n  train:\n    device: %s\n' "$device" > "$scratch/gpu_check.yaml"
+            printf 'studies: [a]\na:\n  tasks: [number]\n  seeds: [0]\n  train:\n    device: %s\n' "$device" > "$scratch/gpu_check.yaml"
             configs+=("$scratch/gpu_check.yaml")
             mkdir -p "$workflow_dir"
             # The greedy scheduler: the ILP one needs pulp, which is not carried. Targets before --configfile: it
