@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 from posym.pipeline import claims
-from posym.studies.b.results import DEPOSIT_THRESHOLD
 from posym.studies.c import qk_fingerprint as qk
 
 log = logging.getLogger("posym.c.our_heads")
@@ -370,6 +369,8 @@ def plot_over_training(frame: pd.DataFrame, metrics: Sequence[str] = ("dir_frac"
 
 # ----------------------------------------------------------------------------------- paper B's deposit head
 
+#: Paper B's deposit head (spec §B4, claim B-3): the layer-0 head whose ablation costs at least this many points.
+DEPOSIT_DROP = 40.0
 B_COLUMNS = [
     "variant", "task", "seed", "step", "layer", "head", "drop", "role", "rank", "dir_frac", "dir_frac_null_mean",
     "dir_frac_z", "D_head", "D_head_null_mean", "D_head_z", "rope_imag_frac", "freq_centroid", "hi_freq_dir",
@@ -407,11 +408,11 @@ def b_rotated(config, head: int) -> bool:
 
 def deposit_heads(ablation: pd.DataFrame) -> pd.DataFrame:
     """Paper B's ablation table (layer, head, drop) with ``role``: "deposit" for the head of the largest drop where
-    it lies in layer 0 and costs ≥ DEPOSIT_THRESHOLD points (claim B-3's deposit), "other" for every other head."""
+    it lies in layer 0 and costs ≥ DEPOSIT_DROP points (claim B-3's deposit), "other" for every other head."""
     table = ablation[["layer", "head", "drop"]].copy()
     table["role"] = "other"
     top = table["drop"].idxmax()
-    if table.loc[top, "layer"] == 0 and table.loc[top, "drop"] >= DEPOSIT_THRESHOLD:
+    if table.loc[top, "layer"] == 0 and table.loc[top, "drop"] >= DEPOSIT_DROP:
         table.loc[top, "role"] = "deposit"
     return table
 
@@ -454,7 +455,7 @@ def deposit_table(frame: pd.DataFrame) -> pd.DataFrame:
         for name, heads in groups.items():
             label = f"L{int(deposit.iloc[0]['layer'])} H{int(deposit.iloc[0]['head'])}" if name == "deposit head" and len(deposit) else ""
             if heads.empty:
-                rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": 0, "which": f"none (no head ≥ {DEPOSIT_THRESHOLD:g} points in layer 0)" if name == "deposit head" else ""})
+                rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": 0, "which": "none (no head ≥ 40 points in layer 0)" if name == "deposit head" else ""})
                 continue
             values = heads[metrics].median()
             rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": len(heads), "which": label, **values.to_dict()})
