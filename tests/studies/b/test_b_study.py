@@ -171,6 +171,15 @@ def test_head_ablation_zeroes_one_head_and_scores_every_layer_and_head():
     assert np.allclose(table["drop"], 100 * (table["baseline"] - table["accuracy"]))
 
 
+def test_the_deposit_head_is_the_largest_drop_in_layer_0_at_the_threshold_or_above():
+    ablation = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "drop": [3.0, deposit.DEPOSIT_THRESHOLD, 1.0, 0.5]})
+    assert deposit.with_roles(ablation)["role"].tolist() == ["other", "deposit", "other", "other"]
+    assert (deposit.with_roles(ablation.assign(drop=[3.0, 39.9, 1.0, 0.5]))["role"] == "other").all()
+    assert (deposit.with_roles(ablation.assign(layer=[1, 1, 0, 0]))["role"] == "other").all()  # not in layer 0
+    data = get("distance").generate("test", 64, 5)[0]
+    assert set(deposit.ablate_heads(small_model(), data)["role"]) <= {"deposit", "other"}
+
+
 def test_the_authors_mla_ablation_zeroes_shared_latent_channels_and_restores_them():
     model = small_model(**MLA)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

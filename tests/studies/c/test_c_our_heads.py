@@ -177,11 +177,11 @@ def test_paper_bs_folded_form_is_its_own_score_where_rope_cancels(kv_source):
             assert np.abs(predicted - diagonal[:, head]).max() <= 1e-5 * np.abs(diagonal).max()
 
 
-def test_the_deposit_head_is_the_large_layer_0_drop_only():
-    ablation = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "drop": [3.0, 55.0, 1.0, 0.5]})
-    assert oh.deposit_heads(ablation)["role"].tolist() == ["other", "deposit", "other", "other"]
-    assert (oh.deposit_heads(ablation.assign(drop=[3.0, 25.0, 1.0, 0.5]))["role"] == "other").all()
-    assert (oh.deposit_heads(ablation.assign(layer=[1, 1, 0, 0]))["role"] == "other").all()  # not in layer 0
+def test_the_deposit_head_comes_from_paper_b_s_ablation_table_and_an_old_table_is_refused(tmp_path):
+    ablation = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "drop": [3.0, 55.0], "accuracy": [0.9, 0.4], "role": ["other", "deposit"]})
+    assert oh.deposit_roles(ablation, tmp_path / "ablation.csv").columns.tolist() == ["layer", "head", "drop", "role"]
+    with pytest.raises(ValueError, match="ablation.csv: no role column"):
+        oh.deposit_roles(ablation.drop(columns="role"), tmp_path / "ablation.csv")
 
 
 def test_the_rank_sum_p_is_the_exact_chance_under_uniform_ranks():

@@ -25,6 +25,20 @@ from posym.data.tasks import TaskData
 #: Samples per forward batch.
 BATCH = 256
 MODES = ("head", "authors")
+#: Claim B-3's deposit head: the layer-0 head whose ablation costs at least this many points (the notes give ≈ 60
+#: for it and call the other heads negligible). B-3's check and paper C's fingerprint of paper B's heads both read it.
+DEPOSIT_THRESHOLD = 40.0
+
+
+def with_roles(ablation: pd.DataFrame) -> pd.DataFrame:
+    """One run's ablation table (layer, head, drop) with ``role``: "deposit" for the head of the largest drop where
+    it lies in layer 0 and costs ≥ DEPOSIT_THRESHOLD points, "other" for every other head. Paper C's fingerprint of
+    paper B's heads reads this column from the ablation table, not the threshold."""
+    table = ablation.assign(role="other")
+    top = table["drop"].idxmax()
+    if table.loc[top, "layer"] == 0 and table.loc[top, "drop"] >= DEPOSIT_THRESHOLD:
+        table.loc[top, "role"] = "deposit"
+    return table
 
 
 def zero_head(head: int):
@@ -75,7 +89,8 @@ def accuracy(predictions: np.ndarray, data: TaskData) -> float:
 
 def ablate_heads(model, data: TaskData, mode: str = "head", precision: str = "fp32") -> pd.DataFrame:
     """Accuracy of ``model`` on ``data`` with each head removed in turn: rows layer, head, accuracy, baseline,
-    drop (percentage points, baseline − accuracy), mode (``head`` or ``authors``; the latter only differs for MLA)."""
+    drop (percentage points, baseline − accuracy), mode (``head`` or ``authors``; the latter only differs for MLA),
+    role (:func:`with_roles`)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: expected one of {MODES}")
     config = model.config
@@ -91,4 +106,4 @@ def ablate_heads(model, data: TaskData, mode: str = "head", precision: str = "fp
                 predictions = predict(model, data.tokens, {f"blocks.{layer}.attn.hook_z": zero_head(head)}, precision)
             value = accuracy(predictions, data)
             rows.append({"layer": layer, "head": head, "accuracy": value, "baseline": baseline, "drop": 100 * (baseline - value)})
-    return pd.DataFrame(rows).assign(mode=mode if config.attention == "mla" else "head", n=len(data))
+    return with_roles(pd.DataFrame(rows).assign(mode=mode if config.attention == "mla" else "head", n=len(data)))

@@ -21,6 +21,7 @@ from posym.pipeline import variants as run_grid
 from posym.nn.positions import PartialRope
 
 from . import paper
+from .deposit import DEPOSIT_THRESHOLD
 from .tasks import PAPER_ORDER
 
 
@@ -244,20 +245,20 @@ DEPOSIT_DROP = 60.0
 
 
 def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
-    """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ 40 points and every other head < 5; NoPE and
+    """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ DEPOSIT_THRESHOLD points and every other head < 5; NoPE and
     RoPE on Task 2 (the paper's controls: NoPE does not learn Task 1) have no head with a drop ≥ 20. Each check reads a model that learned its task
     (baseline ≥ ``trained_accuracy`` %); otherwise it is not tested, with the reason."""
     rows = []
-    deposit, others = ("one layer-0 deposit head", "exactly one head ≥ 40, in layer 0"), ("every other head", "< 5 points")
+    deposit, others = ("one layer-0 deposit head", f"exactly one head ≥ {DEPOSIT_THRESHOLD:g}, in layer 0"), ("every other head", "< 5 points")
     rope = _drops(ablation, "rope", "distance")
     if not rope:
         rows.append(_missing("B-3", *deposit[:1], deposit[1], "rope", task="distance", source=SOURCES[("B-3", "deposit")]))
     for seed, part in rope.items():
-        big = part[part["drop"] >= 40]
+        big = part[part["drop"] >= DEPOSIT_THRESHOLD]
         one = len(big) == 1 and int(big.iloc[0]["layer"]) == 0
         rest = part.drop(big.index) if one else part.drop(part["drop"].idxmax())
         where = ", ".join(f"L{int(r.layer)} H{int(r.head)} {r.drop:.1f}" for r in big.itertuples()) or "none"
-        found = [f"heads ≥ 40: {where}", f"largest {rest['drop'].max():.1f} points"]
+        found = [f"heads ≥ {DEPOSIT_THRESHOLD:g}: {where}", f"largest {rest['drop'].max():.1f} points"]
         reason = _untrained(part, "RoPE on Task 1", trained_accuracy)
         if reason:
             found = [f"{text}; {reason}" for text in found]

@@ -35,7 +35,7 @@ nope, alibi) is fingerprinted with the pairing as a placebo over the whole head 
 
 **Paper B's deposit head** (studies [b, c]): :func:`fingerprint_b_run` fingerprints every head of a paper-B run's
 analysed checkpoint (standard attention; MLA has no per-head W_Q W_Kᵀ of its own) beside its ablation drop (spec
-§B4), the deposit head being claim B-3's: the layer-0 head whose ablation costs ≥ 40 points. Paper B's queries
+§B4), the deposit head being claim B-3's as paper B's ablation table marks it (the layer-0 head whose ablation costs the most, ≥ 40 points). Paper B's queries
 read LN₁(residual) and its keys the raw input embeddings (``kv_source: embeddings``), so only the query side is
 folded and centred (:func:`b_folded_weights`) and the null runs in all d dimensions.
 """
@@ -369,8 +369,6 @@ def plot_over_training(frame: pd.DataFrame, metrics: Sequence[str] = ("dir_frac"
 
 # ----------------------------------------------------------------------------------- paper B's deposit head
 
-#: Paper B's deposit head (spec §B4, claim B-3): the layer-0 head whose ablation costs at least this many points.
-DEPOSIT_DROP = 40.0
 B_COLUMNS = [
     "variant", "task", "seed", "step", "layer", "head", "drop", "role", "rank", "dir_frac", "dir_frac_null_mean",
     "dir_frac_z", "D_head", "D_head_null_mean", "D_head_z", "rope_imag_frac", "freq_centroid", "hi_freq_dir",
@@ -406,20 +404,17 @@ def b_rotated(config, head: int) -> bool:
     return positions.get(config.position).rotary
 
 
-def deposit_heads(ablation: pd.DataFrame) -> pd.DataFrame:
-    """Paper B's ablation table (layer, head, drop) with ``role``: "deposit" for the head of the largest drop where
-    it lies in layer 0 and costs ≥ DEPOSIT_DROP points (claim B-3's deposit), "other" for every other head."""
-    table = ablation[["layer", "head", "drop"]].copy()
-    table["role"] = "other"
-    top = table["drop"].idxmax()
-    if table.loc[top, "layer"] == 0 and table.loc[top, "drop"] >= DEPOSIT_DROP:
-        table.loc[top, "role"] = "deposit"
-    return table
+def deposit_roles(ablation: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Paper B's ablation table's layer, head, drop and role: "deposit" for claim B-3's deposit head as paper B's
+    ablation job marks it (``posym.studies.b.deposit.with_roles``), "other" for every other head."""
+    if "role" not in ablation.columns:
+        raise ValueError(f"{path}: no role column (an ablation table from before paper B marked its deposit head); rerun its ablation job")
+    return ablation[["layer", "head", "drop", "role"]]
 
 
 def fingerprint_b_run(index_path: Path, ablation_path: Path, settings: Mapping, variant: str, task: str, seed: int) -> pd.DataFrame:
     """Every head of a paper-B run's analysed checkpoint: its fingerprint (interleaved RoPE pairs of the head, a
-    placebo pairing on a head that does not rotate), its ablation drop and role (:func:`deposit_heads`)."""
+    placebo pairing on a head that does not rotate), its ablation drop and role (:func:`deposit_roles`)."""
     from posym.training.checkpoints import load_final_model
 
     model, _, entry = load_final_model(index_path)
@@ -435,7 +430,7 @@ def fingerprint_b_run(index_path: Path, ablation_path: Path, settings: Mapping, 
             rope = qk.rope_features(W_Q, W_K, c.head_dim, pairing, c.rope_base)
             placebo = _permuted_rope(W_Q, W_K, c.head_dim, c.rope_base, settings["placebo_permutations"], seed_, pairing)
             rows.append({"layer": layer, "head": head, **row, **rope, **placebo, "rotary": b_rotated(c, head)})
-    table = pd.DataFrame(rows).merge(deposit_heads(pd.read_csv(ablation_path)), on=["layer", "head"], how="left")
+    table = pd.DataFrame(rows).merge(deposit_roles(pd.read_csv(ablation_path), ablation_path), on=["layer", "head"], how="left")
     key_side = "embeddings (raw)" if c.kv_source == "embeddings" else "residual (LN-folded)"
     return table.assign(variant=variant, task=task, seed=seed, step=entry["step"], key_side=key_side)[B_COLUMNS]
 
@@ -455,7 +450,7 @@ def deposit_table(frame: pd.DataFrame) -> pd.DataFrame:
         for name, heads in groups.items():
             label = f"L{int(deposit.iloc[0]['layer'])} H{int(deposit.iloc[0]['head'])}" if name == "deposit head" and len(deposit) else ""
             if heads.empty:
-                rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": 0, "which": "none (no head ≥ 40 points in layer 0)" if name == "deposit head" else ""})
+                rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": 0, "which": "none (paper B's ablation marks no deposit head)" if name == "deposit head" else ""})
                 continue
             values = heads[metrics].median()
             rows.append({"variant": variant, "task": task, "seed": seed, "heads": name, "count": len(heads), "which": label, **values.to_dict()})
@@ -472,7 +467,7 @@ def rank_sum_p(ranks: Sequence[int], sizes: Sequence[int]) -> float:
 
 
 def deposit_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
-    """posym's question on paper B's heads: is the deposit head (claim B-3's, :func:`deposit_heads`) more
+    """posym's question on paper B's heads: is the deposit head (claim B-3's, :func:`deposit_roles`) more
     directional than the other heads of its layer 0, with more of its RoPE phase imaginary and at high
     frequency? Per comparison of :data:`PREDICTIONS`: the deposit head's rank among its run's layer-0 heads, over
     every run that has one (per task, and over both), judged by :func:`rank_sum_p` at :data:`ALPHA`. One run of
