@@ -4,6 +4,8 @@ the statistics and the rules' DAG at toy size."""
 
 from __future__ import annotations
 
+import logging
+
 import math
 
 import numpy as np
@@ -182,6 +184,29 @@ def test_an_interrupted_arm_resumes_to_the_same_result(tmp_path, monkeypatch):
     # a finished arm is not trained again
     again = Trainer(training.ArmObjective(section, "ape_free", [0, 1], [tmp_path / "resumed" / f"seed{s}" for s in (0, 1)]))
     assert again.resume() == 0 and again.active == []
+
+
+def test_a_longer_run_goes_on_from_a_shorter_ones_last_checkpoint_and_a_shorter_one_starts_over(tmp_path, caplog):
+    def frames(outputs):
+        return [frame.drop(columns=["train_seconds"], errors="ignore") for frame in outputs]
+
+    short, long = (settings(train={"stop_after_formation": None, "max_steps": steps}) for steps in (30, 50))
+    assert training.arm_fingerprint(short, "ape_free", 0) == training.arm_fingerprint(long, "ape_free", 0)
+    off_grid = settings(train={"stop_after_formation": None, "max_steps": 35})  # evaluates at 35, which 50 does not
+    assert training.arm_fingerprint(off_grid, "ape_free", 0) != training.arm_fingerprint(long, "ape_free", 0)
+    whole = train_arm(long, "ape_free", [0, 1], tmp_path / "whole")
+    train_arm(short, "ape_free", [0, 1], tmp_path / "grown")
+    with caplog.at_level(logging.INFO, logger="posym.training"):
+        grown = train_arm(long, "ape_free", [0, 1], tmp_path / "grown")
+    assert "resuming from step 30" in caplog.text
+    for a, b in zip(frames(whole), frames(grown)):
+        pd.testing.assert_frame_equal(a, b)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="posym.training"):
+        shortened = train_arm(short, "ape_free", [0, 1], tmp_path / "grown")
+    assert "past this run's stop at 30; starting over" in caplog.text
+    for a, b in zip(frames(train_arm(short, "ape_free", [0, 1], tmp_path / "fresh")), frames(shortened)):
+        pd.testing.assert_frame_equal(a, b)
 
 
 # ------------------------------------------------------------------------------------------------ statistics

@@ -14,7 +14,9 @@ the circuit forms (``posym.studies.c.training``). The loop is the same for all:
 * **Checkpoints** (:mod:`posym.training.checkpoints`) every ``checkpoint_every`` steps and at each member's stop.
   The newest carries the optimizer moments and the dropout generator's state; the data are a pure function of
   (seed, step), so a killed run resumes from its newest checkpoint and, on a CPU, ends bit-identical to an
-  uninterrupted one. A checkpoint made with other settings or data (its *fingerprint*) is never resumed.
+  uninterrupted one. A checkpoint made with other settings or data (its *fingerprint*) is never resumed. An
+  objective whose fingerprint leaves out how far a member trains (paper C's) lets a longer run go on from a
+  shorter one's last checkpoint; a checkpoint past the member's stop is a longer run's and is not resumed.
 * **Evaluation** every ``eval_every`` steps (the objective's), its rows stored in the next checkpoint's
   progress.json with the logged losses and the wall time.
 * **Compiled or eager steps** (``train.compile``): a run of at least 1,000 steps trains with the compiled step of
@@ -235,18 +237,24 @@ class Trainer:
     def resume(self) -> int:
         """Restore the pack from the newest checkpoint its unfinished members share; the step to go on from (0 when
         they start fresh). A member whose newest checkpoint is its stop, with its settings, is finished and leaves
-        the pack; checkpoints past the shared step belong to a run that did not finish and are removed."""
+        the pack; one whose newest checkpoint lies before its stop goes on from there (a killed run, or a shorter
+        run where the fingerprint allows); checkpoints past the shared step belong to a run that did not finish, or
+        to a longer one, and are removed."""
         todo, usable = [], []
         for m in range(self.members):
             found = ckpt.list_checkpoints(self._root(m))
             steps = [s for s, d in found if self._resumable(m, d)]
             if steps and steps[-1] == found[-1][0]:
                 history = self._rows(m, steps[-1])
-                if steps[-1] >= self.objective.stop_step(m, history):
+                stop = self.objective.stop_step(m, history)
+                if steps[-1] == stop:
                     ckpt.load_trainer_state(found[-1][1])  # verified: a damaged state is an error, even when done
                     self.history[m] = history
                     continue
-            if found and not steps:
+                if steps[-1] > stop:  # a longer run's, whose states before this stop were dropped
+                    log.warning("%s: its checkpoints run to step %d, past this run's stop at %d; starting over", self._root(m), steps[-1], stop)
+                    steps = []
+            elif found and not steps:
                 log.warning("%s: %d checkpoints were made with other settings or data, or cannot resume; starting over", self._root(m), len(found))
             todo.append(m)
             usable.append(set(steps))

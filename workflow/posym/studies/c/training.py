@@ -22,6 +22,11 @@ circuit forms on a per-sequence random map when the QK form is made symmetric or
   folder per member; every ``checkpoint_every`` steps they carry the optimizer moments, so a killed job resumes
   from the newest one and ends as an uninterrupted job does (the data need no state: a function of the step).
   A member's last checkpoint (its stop) is marked ``final`` in its progress.json.
+* **Longer runs go on from shorter ones**: for the same reason, the checkpoints' fingerprint leaves out how far a
+  run trains (:data:`HORIZON_SETTINGS`), so a rerun with more ``max_steps`` (or without the early stop) resumes
+  from the last checkpoint of the shorter run instead of starting over, and ends as a run of that length from the
+  start does (tested). A shorter rerun cannot use a longer run's checkpoints (the optimizer moments of the steps
+  before its stop are gone) and trains afresh.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ log = logging.getLogger("posym.c.training")
 PENALTIES = ("none", "sym", "imag")
 #: Settings of how to compute, not what: they leave a run's fingerprint (and so its checkpoints) alone.
 HOW_SETTINGS = ("device", "deterministic", "checkpoint_every", "compile")
+#: How far a member trains: left out of the fingerprint too, as a run is the start of every longer one (constant
+#: learning rate after warmup, the data a function of the step).
+HORIZON_SETTINGS = ("max_steps", "stop_after_formation")
 
 
 # --------------------------------------------------------------------------------------------------- task
@@ -226,8 +234,12 @@ def arm_model_settings(training: Mapping, arm: str) -> dict:
 
 
 def arm_fingerprint(training: Mapping, arm: str, seed: int) -> str:
-    """What a checkpoint must match to be resumed or reused: the arm, the task, the model, the optimisation, seed."""
-    train = {k: v for k, v in training["train"].items() if k not in HOW_SETTINGS}
+    """What a checkpoint must match to be resumed or reused: the arm, the task, the model, the optimisation, seed;
+    not how far the run trains (:data:`HORIZON_SETTINGS`), except a ``max_steps`` off the evaluation grid, where
+    the run evaluates at its end and a longer run would not."""
+    train = {k: v for k, v in training["train"].items() if k not in HOW_SETTINGS + HORIZON_SETTINGS}
+    if training["train"]["max_steps"] % training["train"]["eval_every"]:
+        train["max_steps"] = training["train"]["max_steps"]
     relevant = {
         "arm": training["arms"][arm], "task": training["task"], "model": arm_model_settings(training, arm),
         "train": train, "formation": training["formation"], "seed": seed, "stream": STREAM,
