@@ -5,7 +5,6 @@ the statistics and the rules' DAG at toy size."""
 from __future__ import annotations
 
 import logging
-
 import math
 
 import numpy as np

@@ -245,9 +245,10 @@ DEPOSIT_DROP = 60.0
 
 
 def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
-    """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ DEPOSIT_THRESHOLD points and every other head < 5; NoPE and
-    RoPE on Task 2 (the paper's controls: NoPE does not learn Task 1) have no head with a drop ≥ 20. Each check reads a model that learned its task
-    (baseline ≥ ``trained_accuracy`` %); otherwise it is not tested, with the reason."""
+    """B-3: RoPE on Task 1 has exactly one layer-0 head with a drop ≥ DEPOSIT_THRESHOLD points and every other
+    head < 5; NoPE and RoPE on Task 2 (the paper's controls: NoPE does not learn Task 1) have no head with a drop
+    ≥ 20. Each check reads a model that learned its task (baseline ≥ ``trained_accuracy`` %); otherwise it is not
+    tested, with the reason."""
     rows = []
     deposit, others = ("one layer-0 deposit head", f"exactly one head ≥ {DEPOSIT_THRESHOLD:g}, in layer 0"), ("every other head", "< 5 points")
     rope = _drops(ablation, "rope", "distance")

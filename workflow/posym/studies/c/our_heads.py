@@ -35,9 +35,10 @@ nope, alibi) is fingerprinted with the pairing as a placebo over the whole head 
 
 **Paper B's deposit head** (studies [b, c]): :func:`fingerprint_b_run` fingerprints every head of a paper-B run's
 analysed checkpoint (standard attention; MLA has no per-head W_Q W_Kᵀ of its own) beside its ablation drop (spec
-§B4), the deposit head being claim B-3's as paper B's ablation table marks it (the layer-0 head whose ablation costs the most, ≥ 40 points). Paper B's queries
-read LN₁(residual) and its keys the raw input embeddings (``kv_source: embeddings``), so only the query side is
-folded and centred (:func:`b_folded_weights`) and the null runs in all d dimensions.
+§B4), the deposit head being claim B-3's as paper B's ablation table marks it (the layer-0 head whose ablation
+costs the most, ≥ 40 points). Paper B's queries read LN₁(residual) and its keys the raw input embeddings
+(``kv_source: embeddings``), so only the query side is folded and centred (:func:`b_folded_weights`) and the null
+runs in all d dimensions.
 """
 
 from __future__ import annotations
