@@ -198,6 +198,41 @@ def test_paper_b_compiled_step_follows_the_eager_one(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_compiled_packed_step_on_two_threads_gives_the_same_bytes_run_to_run(tmp_path):
+    """Paper B's encoder at config.yaml's size, three seeds packed, on 2 threads. Without deterministic kernels the
+    middle member's weights differed between two such trainers after 20 steps (inductor's embedding backward
+    sums a row that both threads touch with atomic adds); the outer members and one thread hid it."""
+    from posym.studies.b.architecture import model_config as encoder_config
+    from posym.studies.b.tasks import get as b_task
+    from posym.studies.b.tasks.words import VOCABULARY
+    from posym.training.splits import TrainConfig
+
+    section = posym_config.study_defaults("b")
+    model = encoder_config(len(VOCABULARY), {**section["model"], "n_layer": 2, "d_model": 64, "n_head": 4, "d_mlp": 128, "max_len": 48, "dropout": 0.0, "position": "nope"})
+    task = b_task("count")
+    data = task.generate("train", 1024, 42)[0], task.generate("test", 128, 7)[0]
+
+    def trained(root):
+        settings = {**section["train"], "steps": 20, "batch_size": 64, "warmup_steps": 5, "checkpoint_every": 20,
+                    "eval_samples": 64, "device": "cpu", "precision": "fp32", "compile": True}  # fmt: skip
+        runs = [Run(seed=s, train=data[0], test=data[1], out=root / f"seed{s}") for s in (0, 1, 2)]
+        trainer = Trainer(SplitObjective(runs, model, TrainConfig.from_dict(settings), VOCABULARY.tokens))
+        losses_of(trainer, 20)
+        assert trainer.compiled is not None, "the compiled step fell back to eager"
+        return {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first, second = trained(tmp_path / "first"), trained(tmp_path / "second")
+    finally:
+        torch.set_num_threads(threads)
+    assert not torch.are_deterministic_algorithms_enabled()  # the mode is the step's, not left on for the process
+    differ = [name for name in first if not torch.equal(first[name], second[name])]
+    assert not differ, f"weights differ between two identical runs: {differ}"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", ["rope_sym", "ape_free"])
 def test_paper_c_compiled_step_follows_the_eager_one(tmp_path, arm):
     from posym.studies.c import training

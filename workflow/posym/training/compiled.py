@@ -17,6 +17,13 @@ A compiled step computes what the eager one does, rounded otherwise (fused kerne
 losses follow the eager step's within float tolerance (``tests/core/test_compiled.py``), not to the bit. Eager
 steps (``train.compile: false``) stay bit-reproducible on a CPU; the determinism and resume tests use them.
 
+On a CPU a compiled step is run-to-run reproducible too: it runs under ``torch.use_deterministic_algorithms``
+(:func:`deterministic_kernels`). Without it inductor writes the backward pass of an embedding lookup as a parallel
+scatter with atomic adds, and on more than one thread the rows that two threads share (a packed model's middle
+member, or one model's repeated tokens) sum in whatever order the threads arrive: measured on paper B's packed
+encoder at 2 threads, the middle seed's weights differed between two runs from the first steps, and 5,000 steps
+turned that into 4 points of accuracy. In that mode inductor leaves such scatters to PyTorch's serial kernel.
+
 Compiling takes tens of seconds per graph, once per process and shape (a pack that loses a member compiles again).
 Inductor's cache (``TORCHINDUCTOR_CACHE_DIR``; posym sets it to ``~/.cache/posym/torchinductor`` when unset)
 keeps the generated kernels, so later jobs of the same shapes compile in seconds; the log says how long the first
@@ -26,6 +33,7 @@ kernels, say), the step falls back to eager with a log line that says why, and t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -66,6 +74,22 @@ def use_cache_dir() -> str:
         except OSError:
             pass  # torch's default, under /tmp
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR", "(torch's default)")
+
+
+@contextlib.contextmanager
+def deterministic_kernels(on: bool):
+    """Run (and so compile: inductor lowers a graph at its first call, the backward at its first backward) with
+    ``torch.use_deterministic_algorithms`` on, where ``on``; the previous mode is restored after. Dynamo guards on
+    the mode, so every call of a graph must be made in the same one."""
+    if not on:
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 # ------------------------------------------------------------------------------------------ the two graphs
@@ -195,12 +219,13 @@ class CompiledStep:
             torch.compiler.cudagraph_mark_step_begin()
         started = time.perf_counter()
         fresh = _compiles()
-        reported, minimised = self.forward_loss(o, t.model, batch, drawn)
-        minimised.backward()
-        params, exp_avgs, exp_avg_sqs, steps, decays = self._state()
-        grads = [p.grad for p in params]
-        group = t.optimizer.param_groups[0]
-        self.update(params, grads, exp_avgs, exp_avg_sqs, steps, self.lr, decays, tuple(group["betas"]), group["eps"], settings["max_grad_norm"])
+        with deterministic_kernels(not self.cuda):  # on a GPU, train.deterministic sets the mode for the whole run
+            reported, minimised = self.forward_loss(o, t.model, batch, drawn)
+            minimised.backward()
+            params, exp_avgs, exp_avg_sqs, steps, decays = self._state()
+            grads = [p.grad for p in params]
+            group = t.optimizer.param_groups[0]
+            self.update(params, grads, exp_avgs, exp_avg_sqs, steps, self.lr, decays, tuple(group["betas"]), group["eps"], settings["max_grad_norm"])
         for p in params:
             p.grad = None
         reported = reported.clone()  # a CUDA graph's output is overwritten by its next replay
