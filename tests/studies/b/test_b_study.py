@@ -52,9 +52,14 @@ def test_the_schema_defaults_are_the_papers_setup():
 
 def test_paper_b_config_over_the_default_config_is_the_papers_setup():
     """configs/paper_b.yaml undoes every CPU calibration of config.yaml's b section."""
-    merged = config.load([REPO / "config.yaml", REPO / "configs" / "paper_b.yaml"])
+    merged, defaults = config.load([REPO / "config.yaml", REPO / "configs" / "paper_b.yaml"]), config.study_defaults("b")
     assert merged["studies"] == ["b"]
-    assert merged["b"] == config.study_defaults("b")
+    assert {k: v for k, v in merged["b"].items() if k != "variants"} == {k: v for k, v in defaults.items() if k != "variants"}
+    # Each variant trains as the paper's: paper_b.yaml's MLA names its clipping, none, where config.yaml's clips.
+    assert merged["b"]["variants"].keys() == defaults["variants"].keys()
+    for name in defaults["variants"]:
+        ours, papers = variant_settings(merged["b"], name), variant_settings(defaults, name)
+        assert (ours["model"], ours["train"]) == (papers["model"], papers["train"]), name
 
 
 def test_the_default_config_has_a_b_section_that_validates():
@@ -226,6 +231,16 @@ def test_b1_and_b2_verdicts_follow_the_numbers():
     assert verdict_of(results.claim_b1(bad), "RoPE − ALiBi") == ["fail"]
     missing = results.claim_b1(good[good["variant"] != "nope"])
     assert verdict_of(missing, "RoPE − NoPE") == ["not tested"] and "not trained: nope" in missing.iloc[1]["measured"]
+
+
+def test_the_accuracy_table_ranks_each_variant_among_those_trained_on_its_task():
+    runs = pd.concat([runs_frame({("rope", "distance"): 90, ("absolute", "distance"): 60, ("alibi", "distance"): 20, ("nope", "count"): 70, ("alibi", "count"): 40}),
+                      runs_frame({("rope", "distance"): 94, ("absolute", "distance"): 50}).assign(seed=1)])  # fmt: skip
+    table = results.accuracy_table(runs).set_index(["variant", "task"])
+    assert table.loc[("rope", "distance"), "ours"] == 92 and table.loc[("absolute", "distance"), "ours"] == 55
+    assert table["rank"].to_dict() == {("rope", "distance"): "1 of 3", ("absolute", "distance"): "2 of 3", ("alibi", "distance"): "3 of 3",
+                                       ("nope", "count"): "1 of 2", ("alibi", "count"): "2 of 2"}  # fmt: skip
+    assert table.loc[("absolute", "distance"), "paper"] == "second best"
 
 
 def test_b4_is_not_tested_when_the_reference_model_learned_nothing():

@@ -32,9 +32,14 @@ def final_accuracy(final: pd.DataFrame) -> pd.DataFrame:
 
 
 def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every variant × task trained: mean final test accuracy over seeds (%), the spread, and the paper's value."""
+    """Every variant × task trained: mean final test accuracy over seeds (%), the spread, its rank among the
+    variants trained on that task ("2 of 7": the notes rank some encodings in words only, e.g. Absolute "second
+    best"), and the paper's value."""
     grouped = runs.groupby(["variant", "task"], sort=False)["accuracy"]
     table = grouped.agg(ours="mean", seeds="count", lowest="min", highest="max").reset_index()
+    rank = table.groupby("task", sort=False)["ours"].rank(ascending=False, method="min").astype(int)
+    size = table.groupby("task", sort=False)["ours"].transform("size")
+    table["rank"] = [f"{r} of {n}" for r, n in zip(rank, size)]
     table["paper"] = [paper.ACCURACY.get((v, t), paper.NOT_REPORTED) for v, t in zip(table["variant"], table["task"])]
     table["task"] = pd.Categorical(table["task"], [t for t in PAPER_ORDER if t in set(table["task"])], ordered=True)
     return table.sort_values(["task"], kind="stable").reset_index(drop=True)
