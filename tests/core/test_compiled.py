@@ -175,26 +175,27 @@ def test_paper_a_compiled_bf16_step_follows_the_eager_one(tmp_path, number):
     assert fast.compiled is not None and ((a - b).abs() / a).max() < 0.02
 
 
-@pytest.mark.slow
-def test_paper_b_compiled_step_follows_the_eager_one(tmp_path):
+def encoder_trainer(root, compile, model, seeds, steps=STEPS, batch_size=32):
+    """Paper B's encoder (its schema's settings, ``model`` changed) trained on the count task, ``seeds`` packed."""
     from posym.studies.b.architecture import model_config as encoder_config
     from posym.studies.b.tasks import get as b_task
     from posym.studies.b.tasks.words import VOCABULARY
+    from posym.training.splits import TrainConfig
 
     section = posym_config.study_defaults("b")
-    model = encoder_config(len(VOCABULARY), {**section["model"], "n_layer": 2, "d_model": 32, "n_head": 2, "d_mlp": 64, "max_len": 24, "dropout": 0.1})
     task = b_task("count")
     data = task.generate("train", 1024, 42)[0], task.generate("test", 128, 7)[0]
+    settings = {**section["train"], "steps": steps, "batch_size": batch_size, "warmup_steps": 5, "checkpoint_every": steps,
+                "eval_samples": 64, "device": "cpu", "precision": "fp32", "compile": compile}  # fmt: skip
+    runs = [Run(seed=s, train=data[0], test=data[1], out=root / f"seed{s}") for s in seeds]
+    config = encoder_config(len(VOCABULARY), {**section["model"], **model})
+    return Trainer(SplitObjective(runs, config, TrainConfig.from_dict(settings), VOCABULARY.tokens))
 
-    def trainer(root, compile):
-        settings = {**section["train"], "steps": STEPS, "batch_size": 32, "warmup_steps": 5, "checkpoint_every": STEPS,
-                    "eval_samples": 64, "device": "cpu", "precision": "fp32", "compile": compile}  # fmt: skip
-        runs = [Run(seed=s, train=data[0], test=data[1], out=root / f"seed{s}") for s in (0, 1)]
-        from posym.training.splits import TrainConfig
 
-        return Trainer(SplitObjective(runs, model, TrainConfig.from_dict(settings), VOCABULARY.tokens))
-
-    assert_follows(trainer(tmp_path / "eager", False), trainer(tmp_path / "compiled", True))
+@pytest.mark.slow
+def test_paper_b_compiled_step_follows_the_eager_one(tmp_path):
+    model = {"n_layer": 2, "d_model": 32, "n_head": 2, "d_mlp": 64, "max_len": 24, "dropout": 0.1}
+    assert_follows(encoder_trainer(tmp_path / "eager", False, model, (0, 1)), encoder_trainer(tmp_path / "compiled", True, model, (0, 1)))
 
 
 @pytest.mark.slow
@@ -202,21 +203,10 @@ def test_a_compiled_packed_step_on_two_threads_gives_the_same_bytes_run_to_run(t
     """Paper B's encoder at config.yaml's size, three seeds packed, on 2 threads. Without deterministic kernels the
     middle member's weights differed between two such trainers after 20 steps (inductor's embedding backward
     sums a row that both threads touch with atomic adds); the outer members and one thread hid it."""
-    from posym.studies.b.architecture import model_config as encoder_config
-    from posym.studies.b.tasks import get as b_task
-    from posym.studies.b.tasks.words import VOCABULARY
-    from posym.training.splits import TrainConfig
-
-    section = posym_config.study_defaults("b")
-    model = encoder_config(len(VOCABULARY), {**section["model"], "n_layer": 2, "d_model": 64, "n_head": 4, "d_mlp": 128, "max_len": 48, "dropout": 0.0, "position": "nope"})
-    task = b_task("count")
-    data = task.generate("train", 1024, 42)[0], task.generate("test", 128, 7)[0]
+    model = {"n_layer": 2, "d_model": 64, "n_head": 4, "d_mlp": 128, "max_len": 48, "dropout": 0.0, "position": "nope"}
 
     def trained(root):
-        settings = {**section["train"], "steps": 20, "batch_size": 64, "warmup_steps": 5, "checkpoint_every": 20,
-                    "eval_samples": 64, "device": "cpu", "precision": "fp32", "compile": True}  # fmt: skip
-        runs = [Run(seed=s, train=data[0], test=data[1], out=root / f"seed{s}") for s in (0, 1, 2)]
-        trainer = Trainer(SplitObjective(runs, model, TrainConfig.from_dict(settings), VOCABULARY.tokens))
+        trainer = encoder_trainer(root, True, model, (0, 1, 2), steps=20, batch_size=64)
         losses_of(trainer, 20)
         assert trainer.compiled is not None, "the compiled step fell back to eager"
         return {name: p.detach().clone() for name, p in trainer.model.named_parameters()}

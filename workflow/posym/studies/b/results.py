@@ -37,9 +37,8 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
     best"), and the paper's value."""
     grouped = runs.groupby(["variant", "task"], sort=False)["accuracy"]
     table = grouped.agg(ours="mean", seeds="count", lowest="min", highest="max").reset_index()
-    rank = table.groupby("task", sort=False)["ours"].rank(ascending=False, method="min").astype(int)
-    size = table.groupby("task", sort=False)["ours"].transform("size")
-    table["rank"] = [f"{r} of {n}" for r, n in zip(rank, size)]
+    by_task = table.groupby("task", sort=False)["ours"]
+    table["rank"] = [f"{r} of {n}" for r, n in zip(by_task.rank(ascending=False, method="min").astype(int), by_task.transform("size"))]
     table["paper"] = [paper.ACCURACY.get((v, t), paper.NOT_REPORTED) for v, t in zip(table["variant"], table["task"])]
     table["task"] = pd.Categorical(table["task"], [t for t in PAPER_ORDER if t in set(table["task"])], ordered=True)
     return table.sort_values(["task"], kind="stable").reset_index(drop=True)
