@@ -12,9 +12,19 @@ import pytest
 import yaml
 
 from conftest import REPO, TINY, planned_jobs, report_dir, snakemake
-from posym.pipeline import study
+from posym.pipeline import report, study
 
 PAPER_A = study.load("a")
+
+def test_an_item_whose_tables_hold_no_rows_is_not_listed_as_rendered(tmp_path):
+    # paper B's RoPE-heads item in a grid without partial RoPE: its notebook runs and writes a table of headers only
+    table = tmp_path / "rope_heads.csv"
+    table.write_text("k,variant,ours,seeds,paper\n")
+    item = {"applicable": True, "key": "fig-rope-heads", "outputs": [{"kind": "figure", "files": {}}, {"kind": "table", "files": {"csv": str(table)}}]}
+    assert ">rendered without data: no run of this configuration feeds it</a>" in report._status("b", item)
+    table.write_text("k,variant,ours,seeds,paper\n1,partial_rope_1,95.1,1,≈ 90\n")
+    assert ">rendered</a>" in report._status("b", item)
+
 
 def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
     report = report_dir(tiny_run) / "a"

@@ -185,9 +185,18 @@ def _outputs_html(study: str, outputs: list[dict]) -> list[str]:
     return [_figure_html(study, o) if o["kind"] == "figure" else _table_section(study, o) for o in outputs]
 
 
+def _without_rows(row: dict) -> bool:
+    """Whether an item has tables and every one of them has no rows: it rendered, but this configuration gave it
+    nothing to show (paper B's RoPE-heads curve in a grid without partial RoPE)."""
+    tables = [Path(o["files"]["csv"]) for o in row["outputs"] if o["kind"] == "table"]
+    return bool(tables) and all(pd.read_csv(t).empty for t in tables)
+
+
 def _status(study: str, row: dict) -> str:
     if row["applicable"]:
         what = "published values only" if row.get("published_only") else "rendered"
+        if _without_rows(row):
+            what = "rendered without data: no run of this configuration feeds it"
         return f'<a href="#{_esc(study)}-{_esc(row["key"])}">{what}</a>'
     return f'<span class="na">{_esc(row["reason"])}</span>'
 
