@@ -129,10 +129,11 @@ def test_the_toeplitz_decomposition_rebuilds_layer_0_logits_of_a_random_model(po
             if name.endswith("position.table"):
                 param.mul_(5.0)
     ids = torch.as_tensor(get("distance").generate("test", 4, 3)[0].tokens.astype(np.int64))
-    parts = toeplitz.decompose(model, ids)
-    computed = toeplitz.model_logits(model, ids).double()
-    assert float(((parts["rebuilt"] - computed).abs() / computed.abs().clamp_min(1)).max()) <= 1e-5
-    row = toeplitz.check(model, ids, 1e-5).iloc[0]
+    wide = copy.deepcopy(model).double()
+    parts = toeplitz.decompose(wide, ids)
+    computed = toeplitz.model_logits(wide, ids)
+    assert float(((parts["rebuilt"] - computed).abs() / computed.abs().clamp_min(1)).max()) <= 1e-9
+    row = toeplitz.check(model, ids, 1e-9).iloc[0]
     assert row["verdict"] == "pass"
     rotary = position in ("rope_sinusoid", "partial_rope")
     assert row["form"].startswith("multiplicative" if rotary else "additive")
@@ -144,10 +145,26 @@ def test_the_toeplitz_decomposition_rebuilds_layer_0_logits_of_a_random_model(po
         assert row["kernel_toeplitz_error"] < 1e-12
 
 
+def test_the_toeplitz_check_is_not_fooled_by_float32_rounding_of_large_queries_and_keys():
+    """Queries and keys as large as a deep trained model's: a float32 logit near 0 then carries an error of their
+    size, above 1e-5 of max(1, |logit|); the check compares float64 with float64 and passes at 1e-9."""
+    model = small_model(position="rope_sinusoid")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.startswith("blocks.0.") and name.endswith(("q_weight", "kv_weight")):
+                param.mul_(10.0)
+    ids = torch.as_tensor(get("distance").generate("test", 4, 3)[0].tokens.astype(np.int64))
+    float32 = toeplitz.model_logits(model, ids).double()
+    rebuilt = toeplitz.decompose(model, ids)["rebuilt"]
+    assert float(((rebuilt - float32).abs() / float32.abs().clamp_min(1)).max()) > 1e-5  # float32 fails the old check
+    row = toeplitz.check(model, ids, 1e-9).iloc[0]
+    assert row["verdict"] == "pass" and row["max_abs_logit"] > 100
+
+
 def test_the_toeplitz_check_fails_when_the_logits_differ(monkeypatch):
     model = small_model(position="alibi_symmetric")
     ids = torch.as_tensor(get("distance").generate("test", 2, 3)[0].tokens.astype(np.int64))
-    assert toeplitz.check(model, ids, 1e-5).iloc[0]["verdict"] == "pass"
+    assert toeplitz.check(model, ids, 1e-9).iloc[0]["verdict"] == "pass"
     computed = toeplitz.model_logits
 
     def off_by_a_little(model, ids):
@@ -156,9 +173,9 @@ def test_the_toeplitz_check_fails_when_the_logits_differ(monkeypatch):
         return logits
 
     monkeypatch.setattr(toeplitz, "model_logits", off_by_a_little)
-    row = toeplitz.check(model, ids, 1e-5).iloc[0]
+    row = toeplitz.check(model, ids, 1e-9).iloc[0]
     assert row["verdict"] == "fail" and row["max_abs_error"] == pytest.approx(1e-3, rel=1e-2)
-    assert toeplitz.check(small_model(**MLA), ids, 1e-5).iloc[0]["verdict"] == "not applicable"
+    assert toeplitz.check(small_model(**MLA), ids, 1e-9).iloc[0]["verdict"] == "not applicable"
 
 
 def test_head_ablation_zeroes_one_head_and_scores_every_layer_and_head():
