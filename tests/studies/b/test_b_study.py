@@ -292,8 +292,10 @@ def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
     assert table.set_index("check").loc["no deposit: RoPE on Task 2", "ours"] == 3
     two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
     assert verdict_of(results.claim_b3(two_heads, 50), "one layer-0") == ["fail"]
-    in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60}), *controls])
-    assert verdict_of(results.claim_b3(in_layer_1, 50), "one layer-0") == ["fail"]
+    in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60, (0, 1): 4}), *controls])
+    deposit = results.claim_b3(in_layer_1, 50).set_index("check").loc["one layer-0 deposit head"]
+    assert deposit["verdict"] == "fail"
+    assert deposit["ours"] == 4 and "layer 0's largest L0 H1 4.0" in deposit["measured"]  # the paper's ≈ 60 is layer 0's
     noisy = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (1, 0): 8}), *controls])
     assert verdict_of(results.claim_b3(noisy, 50), "every other") == ["fail"]
     untrained = pd.concat([ablation_frame("rope", "distance", {}, baseline=0.05), *controls])

@@ -263,15 +263,19 @@ def claim_b3(ablation: pd.DataFrame, trained_accuracy: float) -> pd.DataFrame:
         one = len(big) == 1 and int(big.iloc[0]["layer"]) == 0
         rest = part.drop(big.index) if one else part.drop(part["drop"].idxmax())
         where = ", ".join(f"L{int(r.layer)} H{int(r.head)} {r.drop:.1f}" for r in big.itertuples()) or "none"
-        found = [f"heads ≥ {DEPOSIT_THRESHOLD:g}: {where}", f"largest {rest['drop'].max():.1f} points"]
+        # the paper's ≈ 60 is a first-layer head's drop, so the distance reads layer 0's largest, wherever the top is
+        first = part.loc[part.loc[part["layer"] == 0, "drop"].idxmax()]
+        found = [
+            f"heads ≥ {DEPOSIT_THRESHOLD:g}: {where}; layer 0's largest L0 H{int(first['head'])} {first['drop']:.1f}",
+            f"largest {rest['drop'].max():.1f} points",
+        ]
         reason = _untrained(part, "RoPE on Task 1", trained_accuracy)
         if reason:
             found = [f"{text}; {reason}" for text in found]
-        top = float(part["drop"].max())
         rows.append(
             verdicts.row(
                 "B-3", deposit[0], found[0], deposit[1], None if reason else one, source=SOURCES[("B-3", "deposit")],
-                task="distance", seed=seed, ours=top, paper=DEPOSIT_DROP,
+                task="distance", seed=seed, ours=float(first["drop"]), paper=DEPOSIT_DROP,
             )
         )
         rows.append(
