@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY, clean_env, copy_repo, report_dir, snakemake, snakemake_command
+from conftest import TINY, clean_env, copy_repo, planned_jobs, report_dir, snakemake, snakemake_command
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,8 @@ TRAIN = "results/a/train/main/number/seed0"
 TRAIN_TARGET = f"{TRAIN}/checkpoints.json"  # split x2 -> train
 EVAL_TARGET = "results/a/eval/main/number/seed0/test.csv"
 TRAIN_OUTPUTS = ("checkpoints.json", "metrics.csv", "train_log.csv")
+PACK = "results/a/train/main/number/packs/seed0.json"  # the training job's output, its record
+PACK_LOG = "logs/a/train/main/number/packs/seed0.log"
 LONGER = {"a": {"train": {"steps": 240, "checkpoint_every": 20}}}  # about 10 s of training on 2 cores
 WAIT_S = 300
 
@@ -125,6 +127,30 @@ def test_a_run_killed_mid_training_resumes_from_its_last_checkpoint(tmp_path, lo
     assert resumed_from >= 60, log[:3000]
     assert "--unlock" in done  # kill -9 leaves Snakemake's lock behind; the user is told to unlock
     assert_same_training(workdir, reference)
+
+
+def test_a_run_stopped_while_retraining_after_an_edit_retrains_on_the_next(tmp_path, longer, reference):
+    """Snakemake removes the outputs of the jobs it stops, here the training's pack record, and never reruns a job
+    whose missing output only up-to-date jobs read (snakemake/snakemake#1978): unless train_outputs knows what
+    trained its run, the next run would find the old training's tables, plan nothing, and report them as the
+    edited config's."""
+    workdir = tmp_path / "repo"
+    shutil.copytree(reference, workdir, symlinks=True)
+    edit = tmp_path / "edit.yaml"
+    edit.write_text(yaml.safe_dump({"a": {"train": {"learning_rate": 1.0e-3}}}))
+    configfiles = (*longer, edit)
+    (workdir / PACK_LOG).unlink()  # its return marks the retraining's start
+    run = start(workdir, TRAIN_TARGET, configfiles=configfiles)
+    try:
+        wait_for(workdir / PACK_LOG, run)
+    finally:
+        os.killpg(run.pid, signal.SIGTERM)  # as a session's end or a scancel stops it
+        run.wait(timeout=WAIT_S)
+    assert not (workdir / PACK).exists()
+    assert (workdir / TRAIN_TARGET).exists()  # the old training's tables, still in place
+
+    result = snakemake(workdir, "-n", TRAIN_TARGET, configfiles=configfiles)
+    assert planned_jobs(result) == {"train": 1, "train_outputs": 1}, result.stdout[-3000:]
 
 
 def test_a_second_run_in_the_same_directory_is_refused_and_changes_nothing(tmp_path, longer, reference):

@@ -1,4 +1,5 @@
 # Configuration checks, the studies that run, and the small helpers rules use for their params and resources.
+import functools
 import glob
 import json
 import os
@@ -204,6 +205,23 @@ def trained_in(wildcards):
     seeds = variants.training_seeds(GRIDS[study], TRAINERS[study], trainer, task)
     pack = seed_pack(settings, seeds, seed)
     return paths.PACK.format(study=study, variant=trainer, task=task, pack=pack)
+
+
+def training_identity(wildcards):
+    """A params function of ``train_outputs``: what trains the run, the training job's code mark and settings.
+
+    Snakemake deletes the outputs of a job it stops and never reruns a job whose missing output only up-to-date
+    jobs read (snakemake/snakemake#1978). A training job stopped after an edit of its settings or code would leave
+    its pack record missing and the run's tables of the old training in place, read as current by every later run.
+    With the training's identity among ``train_outputs``' params, the edit reruns that job, which needs the record,
+    which reruns the training (the trainer resumes only checkpoints of the same settings)."""
+    return training_code() + variant_settings("model", "train")(wildcards)
+
+
+@functools.cache
+def training_code():
+    """The code mark of ``posym train`` (:func:`code`), computed once for every run's job."""
+    return code("train")
 
 
 def training_log(wildcards, input):

@@ -55,6 +55,7 @@ rule train_outputs:
         **job_resources(mem_mb=1000, minutes=30),
     params:
         pack_log=training_log,
+        training=training_identity,
         run=trained_folder,
         out=output_dir,
         final=final_checkpoint_options,
