@@ -214,7 +214,8 @@ def training_identity(wildcards):
     jobs read (snakemake/snakemake#1978). A training job stopped after an edit of its settings or code would leave
     its pack record missing and the run's tables of the old training in place, read as current by every later run.
     With the training's identity among ``train_outputs``' params, the edit reruns that job, which needs the record,
-    which reruns the training (the trainer resumes only checkpoints of the same settings)."""
+    which reruns the training (the trainer resumes only checkpoints of the same settings).
+    """
     return training_code() + variant_settings("model", "train")(wildcards)
 
 
