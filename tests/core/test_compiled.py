@@ -118,6 +118,40 @@ def test_the_update_is_torch_adamw_with_per_member_clipping():
     assert [float(s) for s in steps] == [5.0, 5.0]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["rope", "rope_rotate_half", "rope_sinusoid", "sinusoidal"])
+def test_compiled_kernels_read_the_angle_table_instead_of_evaluating_cos_and_sin(scheme):
+    """Each position scheme's cos/sin table is made once per compiled graph (posym::angle_table) and read by the
+    kernels of the forward and backward passes: inlined, inductor evaluated cos and sin per batch row, per head
+    and per layer in scalar code (a third of paper A's compiled bf16 step on an AMX CPU)."""
+    from torch._inductor.utils import run_and_get_code
+
+    from posym.nn import positions
+
+    head_dim, heads, T = 8, 2, 6
+    d_model = head_dim * heads
+    kind = positions.get(scheme)
+    made = {"sinusoidal": lambda: kind(d_model), "rope_sinusoid": lambda: kind(head_dim, d_model)}.get(scheme, lambda: kind(head_dim, head_dim))()
+
+    def attend(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:  # x (batch, heads, T, head_dim)
+        if made.embeds:
+            x = x + made.embedding(pos).unflatten(-1, (heads, head_dim)).transpose(0, 1)
+        if made.rotary:
+            x = made.rotate(x, pos)
+        return x.square().sum()
+
+    x = torch.randn(4, heads, T, head_dim, requires_grad=True)
+    pos = torch.arange(T)
+    expected = torch.autograd.grad(attend(x, pos), x)[0]
+    step = torch.compile(attend, dynamic=False)
+    (grad,), code = run_and_get_code(lambda: torch.autograd.grad(step(x, pos), x))
+    assert torch.allclose(grad, expected, atol=1e-5)
+    kernels = "\n".join(code)
+    assert "angle_table" in kernels, "the table is not computed by its operator"
+    for call in ("std::cos", "std::sin", ".cos()", ".sin()"):
+        assert call not in kernels, f"a generated kernel evaluates {call}"
+
+
 def test_auto_compiles_only_runs_long_enough_to_pay():
     assert not compiled.wanted("auto", compiled.AUTO_MIN_STEPS - 1) and compiled.wanted("auto", compiled.AUTO_MIN_STEPS)
     assert compiled.wanted(True, 1) and not compiled.wanted(False, 10**6)
