@@ -19,6 +19,10 @@ units (AVX-512 BF16, AMX), whether each posym contender ran its compiled or its 
 fails to compile goes on eagerly), and, at paper size on a CPU with bf16 units, issue 28's goals. The first three
 steps of each contender are timed apart (a compiled one compiles in them) and recorded.
 
+posym's trainer keeps the memory a CPU step frees for the next step (:mod:`posym.training.host_memory`, a setting of
+the whole process), so HF, timed in the same process, runs with it too: the ratios compare the steps, not the
+allocator settings.
+
 ``--device cuda`` puts the models, their data and the peak's matrices on the GPU, autocasts on it, and waits for
 the GPU (``torch.cuda.synchronize``) before every clock reading, since CUDA kernels run asynchronously; the matmul
 time is then the kernels' device time (the compiled step replays CUDA graphs there). Give more steps per block

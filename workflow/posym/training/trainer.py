@@ -45,6 +45,7 @@ from posym.nn.packing import MemberDropout
 from posym.nn.precision import resolve_device, resolve_precision
 from posym.training import checkpoints as ckpt
 from posym.training import compiled
+from posym.training.host_memory import keep_freed_memory
 
 log = logging.getLogger("posym.training")
 
@@ -107,6 +108,8 @@ class Trainer:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
         self.precision = resolve_precision(settings["precision"], self.device)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         objective.prepare(self.device, self.precision)
         self.members = len(objective.seeds)
         if not self.members:
