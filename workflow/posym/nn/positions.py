@@ -10,6 +10,8 @@ Schemes with learned parameters keep a leading *member* axis like the models (se
 return (T, d_model) and (H, Tq, Tk). Both broadcast over a model's (members, batch, ...) tensors. A model
 that keeps one scheme per layer (paper B's encoder) builds the input embedding from a scheme that ``embeds``
 and the per-layer ones only for schemes that ``attend``, so no parameter goes unused.
+A scheme that needs cos and sin of position × frequency takes them from :func:`angle_table`, so that a compiled
+step computes them once per graph.
 """
 
 from __future__ import annotations
