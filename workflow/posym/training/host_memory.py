@@ -4,7 +4,9 @@ glibc serves allocations above its mmap threshold (128 KiB, raised adaptively up
 the kernel and unmaps them when freed, and trims the heap's free top beyond 128 KiB. A training step allocates and
 frees the same few-MiB activations every step, so each step faults every page of them in again and zeroes it:
 measured on paper A's compiled bf16 step at batch 192 (2-core Intel Xeon with AMX, 2026-12-06), about 20,000 page
-faults a step and a quarter of its time (0.25-0.26 s a step; with the thresholds raised 0.19-0.20 s, 0-20 faults).
+faults a step; with the thresholds raised, 0-20. The time that saves was within that machine's noise: one pair of
+runs gave 0.25-0.26 s a step against 0.19-0.20 s, two alternating pairs 0.237 against 0.237 s and 0.203 against
+0.223 s (docs/run_times.md).
 Raising both thresholds keeps those pages in the heap, where the next step reuses them; the process keeps its peak
 memory instead of returning it between steps. Allocations above 32 MiB (glibc's largest threshold) are still
 mapped and unmapped.
