@@ -89,7 +89,7 @@ def _fused_attention(q, k, v, scale, bias, future, hidden, causal: bool) -> torc
     lead = q.shape[:-3]
     q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
     if bias is None and hidden is None and future is None:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        out = _sdpa(q, k, v, None, scale, is_causal=causal)
         return out.reshape(*lead, *out.shape[-3:])
     if causal:  # by index, with a mask as well: the same blocked keys as a mask
         future = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
@@ -103,19 +103,39 @@ def _fused_attention(q, k, v, scale, bias, future, hidden, causal: bool) -> torc
     members = lead[0] if len(lead) > 1 else 1
     if mask.dim() <= 3 or members == 1 or mask.shape[-4] == 1 and (mask.dim() == 4 or mask.shape[0] == 1):
         # One mask for every member (the batch axis, if any, broadcasts as the flattened queries').
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(-1, *mask.shape[-3:]) if mask.dim() > 4 else mask, scale=scale)
+        out = _sdpa(q, k, v, mask.reshape(-1, *mask.shape[-3:]) if mask.dim() > 4 else mask, scale)
     elif mask.dim() > 4 and mask.shape[1] == lead[1] and mask.shape[0] == members:
         # A mask per member and sample (a key mask): it flattens as the queries do, without a copy.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.reshape(-1, *mask.shape[-3:]), scale=scale)
+        out = _sdpa(q, k, v, mask.reshape(-1, *mask.shape[-3:]), scale)
     else:
         # A mask per member, not per sample (a learned bias): one call per member, its mask broadcast over the
         # batch rather than copied for every sample (a compiled step holds the calls in one graph).
         q, k, v = (t.view(members, -1, *t.shape[-3:]) for t in (q, k, v))
         mask = mask.reshape(-1, *mask.shape[-4:]) if mask.dim() > 4 else mask[None]
-        out = torch.stack(
-            [F.scaled_dot_product_attention(q[m], k[m], v[m], attn_mask=mask[m if len(mask) > 1 else 0], scale=scale) for m in range(members)]
-        )
+        out = torch.stack([_sdpa(q[m], k[m], v[m], mask[m if len(mask) > 1 else 0], scale) for m in range(members)])
     return out.reshape(*lead, *out.shape[-3:])
+
+
+def _sdpa(q, k, v, mask, scale, is_causal: bool = False) -> torch.Tensor:
+    """``F.scaled_dot_product_attention``, on a CPU in the form its flash kernel runs fastest.
+
+    On a CPU (torch 2.13) the flash kernel's backward in bf16 took 4-9x its float32 time (paper B's 128-position
+    attention, 64 x 16 heads: 250-340 against 60-65 ms a layer, forward and backward, on a Xeon with AMX), so
+    lower precisions attend in float32, outside autocast, and round the result back. Queries and keys wider than
+    the values (MLA's [content; rope] keys) would take the math path, which materialises the pattern: the values
+    are padded with zeros to the keys' width and the padding's outputs dropped (at float32 100 against 175-205 ms).
+    The result has the dtype autocast would give it. Elsewhere the call is unchanged.
+    """
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else v.dtype
+    width = v.shape[-1]
+    if width < q.shape[-1]:
+        v = F.pad(v, (0, q.shape[-1] - width))
+    with torch.autocast("cpu", enabled=False):
+        q, k, v = (t.float() for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask.float(), is_causal=is_causal, scale=scale)
+    return out[..., :width].to(dtype)
 
 
 def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, bool]:
