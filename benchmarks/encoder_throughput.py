@@ -34,10 +34,10 @@ hidden units, which neither the authors' encoder nor posym's has. The profile of
 contender (``profile_ms_per_step``: the operators taking the most time; ``dropout_masks_ms_per_step``:
 torch's dropout masks by the shape they cover) shows what that and the rest cost.
 
-Each block also records the seconds the process spent in the kernel and its page faults: with
-glibc's default malloc, blocks over 32 MiB (the attention patterns and what autograd keeps of
-them) are unmapped when freed and faulted in, zeroed, at the next step. ``--keep-freed-memory``
-keeps them in the heap instead, to measure what that costs.
+Each block also records the seconds the process spent in the kernel and its page faults. posym's trainer keeps
+the memory a CPU step frees for the next step (:mod:`posym.training.host_memory`: no mmap, no heap trimming, a
+setting of the whole process), so the reference, timed in the same process, runs with it too; before it, glibc
+unmapped the attention patterns (64 MiB a layer at batch 64) when freed and the next step faulted them in again.
 
     python benchmarks/encoder_throughput.py [--rounds 4] [--steps 1] [--batch 64] [--packed 4] [--no-compiled] [--size paper|min] [--out FILE]
 """
@@ -45,8 +45,6 @@ keeps them in the heap instead, to measure what that costs.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import math
 import os
 import resource
@@ -66,6 +64,7 @@ from posym.nn.precision import autocast
 from posym.studies.b.architecture import EncoderConfig, model_config
 from posym.studies.b.tasks import get
 from posym.studies.b.tasks.words import VOCABULARY
+from posym.training import host_memory
 from posym.training.splits import Run, SplitObjective, TrainConfig, learning_rate
 from posym.training.trainer import Trainer
 
@@ -192,18 +191,6 @@ def timed(step, first: int, count: int) -> tuple[float, float, float]:
     return wall / count, (after.ru_stime - before.ru_stime) / count, (after.ru_minflt - before.ru_minflt) / count
 
 
-def keep_freed_memory() -> None:
-    """Make glibc's malloc serve every block from its heap and never hand freed memory back to the kernel.
-
-    By default a block over 32 MiB (an attention pattern of batch 64 is 64 MiB) is mmap-ed and unmapped
-    when freed, so every step faults its pages in again and the kernel zeroes them.
-    """
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's malloc.h
-    if not (libc.mallopt(M_MMAP_MAX, 0) and libc.mallopt(M_TRIM_THRESHOLD, -1)):  # -1: SIZE_MAX, never trim
-        raise RuntimeError("mallopt failed")
-
-
 def profile_step(step, first: int, top: int) -> tuple[dict[str, float], dict[str, float]]:
     """Milliseconds in one step (torch.profiler) of the operators with the most self time, plus their sum;
     and of the dropout masks (``aten::bernoulli_``, torch's dropout) by the shape they cover."""
@@ -232,16 +219,11 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PEAK_DTYPES), choices=list(PEAK_DTYPES))
     parser.add_argument("--profile-top", type=int, default=8, help="operators listed per profiled contender (0: no profile)")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument(
-        "--keep-freed-memory", action="store_true", help="glibc malloc: no mmap, no trimming (keep_freed_memory); default: as posym trains"
-    )  # fmt: skip
     parser.add_argument("--size", default="paper", choices=["paper", "min"], help="paper B's encoder, or a tiny one that checks the script in seconds")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "encoder_throughput.json")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.keep_freed_memory:
-        keep_freed_memory()
     began, about = time.perf_counter(), machine("cpu")
     minimal = args.size == "min"
     batch = args.batch or (MIN_SIZE["batch"] if minimal else 64)
@@ -359,7 +341,7 @@ def main() -> None:
         "sequence_length": same.max_len,
         "rounds": args.rounds,
         "steps_per_block": args.steps,
-        "keep_freed_memory": args.keep_freed_memory,
+        "keep_freed_memory": host_memory.keep_freed_memory(),  # as posym's trainer set it, for every contender
         "minutes": minutes,
         "flops_per_sample": work,
         "peak_gflops": peak,
@@ -396,7 +378,7 @@ def main() -> None:
             "steps": ", ".join(f"{n} {s}" for n, s in steps.items() if s != "torch"),
             "first step (compiling included)": ", ".join(f"{n} {s:.0f} s" for n, s in first_steps.items()),
             "batch, rounds x steps per block": f"{batch} x {same.max_len} tokens, {args.rounds} x {args.steps}",
-            "malloc": "keeps freed memory (--keep-freed-memory)" if args.keep_freed_memory else "glibc defaults",
+            "malloc": "freed memory kept (posym.training.host_memory)" if host_memory.keep_freed_memory() else "glibc defaults",
             "wall time": f"{minutes:.1f} min",
         }
     )

@@ -2,14 +2,17 @@
 
 glibc serves allocations above its mmap threshold (128 KiB, raised adaptively up to 32 MiB) with fresh pages from
 the kernel and unmaps them when freed, and trims the heap's free top beyond 128 KiB. A training step allocates and
-frees the same few-MiB activations every step, so each step faults every page of them in again and zeroes it:
-measured on paper A's compiled bf16 step at batch 192 (2-core Intel Xeon with AMX, 2026-12-06), about 20,000 page
-faults a step; with the thresholds raised, 0-20. The time that saves was within that machine's noise: one pair of
-runs gave 0.25-0.26 s a step against 0.19-0.20 s, two alternating pairs 0.237 against 0.237 s and 0.203 against
-0.223 s (docs/run_times.md).
-Raising both thresholds keeps those pages in the heap, where the next step reuses them; the process keeps its peak
-memory instead of returning it between steps. Allocations above 32 MiB (glibc's largest threshold) are still
-mapped and unmapped.
+frees the same activations every step, so each step faults every page of them in again and the kernel zeroes it.
+Here mmap is switched off for the process's allocations (every block comes from the heap) and the heap is never
+trimmed, so the next step reuses those pages; the process keeps its peak memory instead of returning it between
+steps. Measured on a 2-core Intel Xeon with AMX, 2026-12-06:
+
+- paper A's compiled bf16 step at batch 192: about 20,000 page faults a step, 0-20 with the heap kept (then by
+  raising the mmap threshold to its largest, 32 MiB); the time saved was within that machine's noise (one pair of
+  runs 0.25-0.26 against 0.19-0.20 s a step, two alternating pairs 0.237 against 0.237 and 0.203 against 0.223 s);
+- paper B's encoder at the paper's size, 4 seeds packed, compiled fp32 at batch 64: its 64 MiB attention patterns
+  are above any threshold, 1.6-1.8 M page faults and 3.1-3.3 s in the kernel a step, 9.6-10.0 s a step; without
+  mmap 0-4,000 faults, 0.01 s in the kernel, 6.9-7.4 s a step.
 """
 
 from __future__ import annotations
@@ -19,16 +22,15 @@ import logging
 
 log = logging.getLogger("posym.training")
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
-MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest (HEAP_MAX / 2 on 64-bit systems)
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt's parameters (malloc.h)
 TRIM_THRESHOLD = 2**31 - 1  # an int: never trim the heap's free top
 
 _done: bool | None = None
 
 
 def keep_freed_memory() -> bool:
-    """Raise glibc's mmap and trim thresholds for this process, once; whether they are raised (False where the C
-    library is not glibc, which has no ``mallopt``, or refuses)."""
+    """Switch glibc's mmap off for this process's allocations and its heap trimming, once; whether it did (False
+    where the C library is not glibc, which has no ``mallopt``, or refuses)."""
     global _done
     if _done is None:
         try:
@@ -37,6 +39,6 @@ def keep_freed_memory() -> bool:
             _done = False
         else:
             mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-            _done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+            _done = bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
         log.info("freed memory kept for reuse (glibc mallopt): %s", "yes" if _done else "no, not available here")
     return _done
