@@ -23,7 +23,7 @@ import logging
 log = logging.getLogger("posym.training")
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt's parameters (malloc.h)
-TRIM_THRESHOLD = 2**31 - 1  # an int: never trim the heap's free top
+TRIM_THRESHOLD = -1  # glibc takes it as a size_t: SIZE_MAX, never trim the heap's free top (2**31 - 1 let a 2 GiB top go)
 
 _done: bool | None = None
 
