@@ -237,11 +237,16 @@ def _drops(ablation: pd.DataFrame, variant: str, task: str) -> dict:
 
 
 def _untrained(part: pd.DataFrame, label: str, trained_accuracy: float) -> str | None:
-    """Why an ablation check cannot be read: its model's baseline is below ``trained_accuracy`` %; else None."""
+    """Why an ablation check cannot be read: its model's baseline (its accuracy on the samples the ablation removes
+    heads on, the first ``ablation.samples`` of the test split) is below ``trained_accuracy`` %; else None."""
     baseline = 100 * float(part["baseline"].iloc[0])
     if baseline >= trained_accuracy:
         return None
-    return f"not tested: {label} reaches {baseline:.1f} % < {trained_accuracy:g} %, it did not learn the task at this size"
+    samples = int(part["n"].iloc[0])
+    return (
+        f"not tested: {label} reaches {baseline:.1f} % on the {samples} samples ablated < {trained_accuracy:g} %,"
+        " it did not learn the task at this size"
+    )
 
 
 #: The deposit head's drop the notes give (spec §B4, §B6: "≈ 60 points"); the other heads are "negligible", no number.
