@@ -20,7 +20,7 @@ from posym.training.checkpoints import load_final_model, load_index
 from posym.training.evaluate import predict
 from posym.studies.a.tasks import get
 from posym.training.splits import Run, SplitObjective, TrainConfig, choose_final, learning_rate, train, validation_steps, write_outputs
-from posym.training.trainer import Trainer
+from posym.training.trainer import Trainer, TrainingDiverged
 
 TINY_MODEL = model_config(len(get("number").vocabulary), n_layer=2, d_model=32)
 TINY_TRAIN = train_config(steps=40, batch_size=32, learning_rate=3e-3, warmup_steps=4, checkpoint_every=20, eval_samples=128, device="cpu", log_every=20)
@@ -172,6 +172,23 @@ def test_resume_after_kill_is_bit_identical(tmp_path, precision):
         assert sha256_file(ours) == sha256_file(theirs), f"step {step} differs"
     assert (interrupted / "metrics.csv").read_bytes() == (reference / "metrics.csv").read_bytes()
     assert (interrupted / "train_log.csv").read_bytes() == (reference / "train_log.csv").read_bytes()
+
+
+@pytest.mark.parametrize("log_every, caught_by", [(1, "loss nan"), (1000, "non-finite weights")])
+def test_a_diverging_run_stops_before_it_writes_a_non_finite_checkpoint(tmp_path, small_data, log_every, caught_by):
+    """A learning rate no schema admits sends the weights to infinity within a few steps. Checked at each log line
+    (the loss) or, between log lines, when a checkpoint is due (the weights): the job stops naming the seed, the
+    step and the newest checkpoint, and every checkpoint on disk stays finite."""
+    train_data, test_data = small_data
+    config = TrainConfig(**{**TINY_TRAIN.to_dict(), "learning_rate": 1e30, "max_grad_norm": None, "log_every": log_every})
+    with pytest.raises(TrainingDiverged, match=rf"seed 3 diverged: {caught_by} at step \d+; its newest checkpoint is step 0 \(") as error:
+        train([Run(seed=3, train=train_data, test=test_data, out=tmp_path)], TINY_MODEL, config, get("number").vocabulary.tokens)
+    step = int(str(error.value).split(" at step ")[1].split(";")[0])
+    assert step == 20 if log_every == 1000 else step < 20  # the first checkpoint after step 0 is at 20
+    assert [s for s, _ in checkpoints.list_checkpoints(tmp_path / "checkpoints")] == [0]
+    weights = load_tensors(checkpoints.step_dir(tmp_path / "checkpoints", 0) / "model.safetensors")
+    assert all(torch.isfinite(w).all() for w in weights.values())
+    assert not (tmp_path / "checkpoints.json").exists()
 
 
 def test_a_checkpoint_of_another_tensor_layout_is_not_resumed(tmp_path, small_data, caplog):

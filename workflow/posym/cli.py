@@ -330,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     from posym.data.files import IntegrityError
     from posym.lm.pretrained import ModelSourceError
     from posym.pipeline.report import ReportExists
+    from posym.training.trainer import TrainingDiverged
 
     try:
         args.func(args)
-    except (ConfigError, IntegrityError, ModelSourceError, ReportExists) as err:
+    except (ConfigError, IntegrityError, ModelSourceError, ReportExists, TrainingDiverged) as err:
         log.error("%s", err)
         return 2
     return 0

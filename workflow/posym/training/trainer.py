@@ -19,6 +19,10 @@ the circuit forms (``posym.studies.c.training``). The loop is the same for all:
   shorter one's last checkpoint; a checkpoint past the member's stop is a longer run's and is not resumed.
 * **Evaluation** every ``eval_every`` steps (the objective's), its rows stored in the next checkpoint's
   progress.json with the logged losses and the wall time.
+* **Divergence stops the job** (:class:`TrainingDiverged`): a member's non-finite loss at a log line, or
+  non-finite weights when a checkpoint is due, stop training before anything non-finite is written, naming the
+  member, the step and its newest checkpoint (finite, by this check). The losses are read on the host at the log
+  lines anyway, and a checkpoint copies the weights there, so the check adds no synchronisation to a step.
 * **Compiled or eager steps** (``train.compile``): a run of at least 1,000 steps trains with the compiled step of
   :mod:`posym.training.compiled` (forward, backward and AdamW as ``torch.compile`` graphs; CUDA graphs on a GPU),
   a shorter one eagerly; where compiling fails the loop goes on eagerly, from the same state. The eager step is
@@ -33,6 +37,7 @@ The objective's settings are its study's ``train`` block (``workflow/schemas/tra
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -50,6 +55,10 @@ from posym.training.host_memory import keep_freed_memory
 log = logging.getLogger("posym.training")
 
 STATE_FORMAT = 1
+
+
+class TrainingDiverged(RuntimeError):
+    """A member's loss or weights became non-finite: its settings do not train it. Nothing non-finite was written."""
 
 
 class Objective(Protocol):
@@ -332,8 +341,33 @@ class Trainer:
             pending[m] += member_rows
             self.history[m] += member_rows
 
+    def _diverged(self, m: int, step: int, what: str) -> TrainingDiverged:
+        found = ckpt.list_checkpoints(self._root(m))
+        newest = f"step {found[-1][0]} ({found[-1][1]})" if found else "none"
+        return TrainingDiverged(
+            f"seed {self.objective.seeds[m]} diverged: {what} at step {step}; its newest checkpoint is {newest}. These "
+            f"train settings do not train it stably (learning_rate, betas, max_grad_norm); a rerun with them resumes "
+            f"from that checkpoint and diverges again"
+        )  # fmt: skip
+
+    def _check_losses(self, step: int, values: Sequence[float]) -> None:
+        for m, value in zip(self.active, values):
+            if not math.isfinite(value):
+                raise self._diverged(m, step, f"loss {value}")
+
+    def _check_weights(self, step: int, members: Sequence[int]) -> None:
+        """Every one of ``members``' weights finite (each parameter's leading dimension is the pack's member)."""
+        with torch.no_grad():
+            finite = torch.ones(len(self.active), dtype=torch.bool, device=self.device)
+            for param in self.model.parameters():
+                finite &= torch.isfinite(param).reshape(len(self.active), -1).all(1)
+        for m, ok in zip(self.active, finite.tolist()):
+            if m in members and not ok:
+                raise self._diverged(m, step, "non-finite weights")
+
     def _write(self, step: int, members: Sequence[int], final: bool, pending: dict, logs: dict, wall: float) -> None:
         o = self.objective
+        self._check_weights(step, members)
         for m in members:
             progress = {"step": step, "eval": pending[m], "log": logs[m], "wall_seconds": wall, **o.progress(m, step, final, self.history[m])}
             ckpt.write_checkpoint(self._root(m), step, self.model, self.active.index(m), o.vocab, progress, self._state(self.active.index(m)))
@@ -373,6 +407,7 @@ class Trainer:
                 log.info("step %d/%d loss %s lr %.3g  %.3f s/step (%d members)", step, o.steps, " ".join(f"{v:.4f}" for v in values),
                          lr, (now - window) / window_steps, len(self.active))  # fmt: skip
                 window, window_steps = now, 0
+                self._check_losses(step, values)
             if step % o.eval_every == 0 or step == o.steps:
                 self._evaluate(step, pending)
             done = [m for m in self.active if step >= o.stop_step(m, self.history[m])]
