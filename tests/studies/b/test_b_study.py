@@ -260,6 +260,16 @@ def test_the_accuracy_table_ranks_each_variant_among_those_trained_on_its_task()
     assert table.loc[("absolute", "distance"), "paper"] == "second best"
 
 
+def test_the_rope_heads_figure_says_when_no_run_feeds_it():
+    variants = {"partial_rope_1": {"model": {"position": "partial_rope", "rope_heads": 1}}}
+    mla_only = runs_frame({("mla", "distance"): 92})
+    empty = results.plot_rope_heads(mla_only, results.rope_heads_table(mla_only, variants, 16))
+    assert empty.axes[0].get_legend() is None and "no partial-RoPE" in empty.axes[0].texts[0].get_text()
+    fed = runs_frame({("partial_rope_1", "distance"): 90, ("rope", "distance"): 93})
+    figure = results.plot_rope_heads(fed, results.rope_heads_table(fed, variants, 16))
+    assert figure.axes[0].get_legend() is not None and not figure.axes[0].texts
+
+
 def test_b4_is_not_tested_when_the_reference_model_learned_nothing():
     learned = runs_frame({("partial_rope_1", "distance"): 88, ("partial_rope_all", "distance"): 91})
     assert verdict_of(results.claim_b4(learned, 50), "all heads") == ["pass"]

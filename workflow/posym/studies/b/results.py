@@ -86,7 +86,11 @@ def plot_rope_heads(runs: pd.DataFrame, table: pd.DataFrame) -> plt.Figure:
         ax.axhline(full["accuracy"].mean(), color="tab:red", ls="--", lw=1, label="RoPE + sinusoid, all heads")
     ax.set(xlabel="heads with RoPE (k)", ylabel="Task-1 test accuracy (%)", ylim=(0, 100))
     ax.set_xticks(sorted(table["k"].unique()))  # whole heads only
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:  # say so on the figure, not as empty axes with an empty legend box
+        ax.text(0.5, 0.5, "no partial-RoPE or RoPE + sinusoid run\non Task 1 in this configuration", transform=ax.transAxes,
+                ha="center", va="center", color="grey")  # fmt: skip
     fig.tight_layout()
     return fig
 
