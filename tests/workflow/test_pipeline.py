@@ -8,11 +8,12 @@ import re
 import subprocess
 from html import escape
 
+import pandas as pd
 import pytest
 import yaml
 
 from conftest import REPO, TINY, planned_jobs, report_dir, snakemake
-from posym.pipeline import report, study
+from posym.pipeline import figures, report, study
 
 PAPER_A = study.load("a")
 
@@ -24,6 +25,14 @@ def test_an_item_whose_tables_hold_no_rows_is_not_listed_as_rendered(tmp_path):
     assert ">rendered without data: no run of this configuration feeds it</a>" in report._status("b", item)
     table.write_text("k,variant,ours,seeds,paper\n1,partial_rope_1,95.1,1,≈ 90\n")
     assert ">rendered</a>" in report._status("b", item)
+
+
+def test_a_markdown_table_formats_the_columns_it_is_told_apart():
+    table = pd.DataFrame({"arm": ["a|b"], "median": [1300.0], "final_ce_pred": [0.28180453], "sd": [float("nan")]})
+    markdown = figures.to_markdown(table, ".0f", {"final_ce_pred": ".3f"})
+    assert markdown.splitlines()[-1] == "| a\\|b | 1300 | 0.282 |  |"  # Table 4's loss once read 0 at ".0f"
+    with pytest.raises(KeyError, match="final_ce"):
+        figures.to_markdown(table, ".0f", {"final_ce": ".3f"})
 
 
 def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
@@ -73,7 +82,6 @@ def test_the_title_follows_the_verdicts(tiny_run):
 
 
 def test_length_table_sets_ours_beside_the_paper(tiny_run):
-    import pandas as pd
 
     table = pd.read_csv(report_dir(tiny_run) / "a" / "tables" / "fig5b_length.csv")
     assert set(table["task"]) == {"number", "letter"}
@@ -85,7 +93,6 @@ def test_length_table_sets_ours_beside_the_paper(tiny_run):
 def test_the_length_protocol_item_ranks_every_rule_against_fig_5b(tiny_run):
     """On the tiny run's models: the table is rules x lengths with the paper's row, the distances follow from the
     runs' tables, the finding names the closest rule, and the uniform rule's accuracies are Fig 5B's."""
-    import pandas as pd
 
     from posym.studies.a import length_protocol
     from posym.studies.a.tasks.multihop import FILLER_RULES

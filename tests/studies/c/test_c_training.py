@@ -293,6 +293,10 @@ def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
     assert len(claims) == 7 and (claims["verdict"] == "not tested").sum() == 4
     assert set(claims["verdict"]) <= {"pass", "fail", "not tested"}
     assert (workdir / "results" / "c" / "figures" / "fig5.png").is_file()
+    table4 = pd.read_csv(workdir / "results" / "c" / "tables" / "table4.csv")
+    markdown = (workdir / "results" / "c" / "tables" / "table4.md").read_text()
+    for loss in table4["final_ce_pred"]:  # steps as whole numbers, the loss with its decimals
+        assert f"| {loss:.3f} |" in markdown
     more = tmp_path / "more.yaml"
     more.write_text("c:\n  training:\n    claims:\n      ce_tolerance: 0.3\n")
     rerun = planned_jobs(snakemake(workdir, "-n", target, configfiles=[*CONFIG_MATRIX["c"], more]))

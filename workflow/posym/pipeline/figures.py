@@ -28,23 +28,31 @@ def save_figure(fig: plt.Figure, output: Mapping[str, str | Path]) -> None:
     plt.close(fig)
 
 
-def save_table(frame: pd.DataFrame, output: Mapping[str, str | Path], floatfmt: str = ".3f") -> None:
-    """Write ``frame`` to the output's files (``{"csv": path, "md": path}``)."""
+def save_table(
+    frame: pd.DataFrame, output: Mapping[str, str | Path], floatfmt: str = ".3f", formats: Mapping[str, str] | None = None
+) -> None:
+    """Write ``frame`` to the output's files (``{"csv": path, "md": path}``); see :func:`to_markdown`."""
     write_csv(output["csv"], frame)
-    write_text(output["md"], to_markdown(frame, floatfmt) + "\n")
+    write_text(output["md"], to_markdown(frame, floatfmt, formats) + "\n")
 
 
-def to_markdown(frame: pd.DataFrame, floatfmt: str = ".3f") -> str:
-    """A GitHub-style Markdown table (no extra dependency)."""
+def to_markdown(frame: pd.DataFrame, floatfmt: str = ".3f", formats: Mapping[str, str] | None = None) -> str:
+    """A GitHub-style Markdown table (no extra dependency). Floats take ``floatfmt``, or ``formats[column]`` in the
+    columns it names, so that a table of steps can keep a loss's decimals."""
+    formats = formats or {}
+    unknown = set(formats) - set(frame.columns)
+    if unknown:
+        raise KeyError(f"formats names columns the table lacks: {sorted(unknown)}")
+    column_formats = [formats.get(column, floatfmt) for column in frame.columns]
 
-    def cell(value) -> str:
+    def cell(value, fmt: str) -> str:
         if isinstance(value, (float, np.floating)):
-            return "" if np.isnan(value) else format(value, floatfmt)
+            return "" if np.isnan(value) else format(value, fmt)
         return str(value).replace("|", "\\|")
 
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    rows = ["| " + " | ".join(map(cell, row, column_formats)) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *rows])
 
 
