@@ -61,12 +61,13 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_changes(before: Mapping, after: Mapping) -> list[dict]:
-    """Every configuration key whose value differs, was added or was removed: key, before, after."""
+    """Every configuration key whose value differs, was added or was removed: key, before, after (a side that
+    lacks the key has no entry, so that a removed key and a null value read apart)."""
     old, new = _flat(before), _flat(after)
     return [
-        {"key": key, "before": old.get(key), "after": new.get(key)}
+        {"key": key, **({"before": old[key]} if key in old else {}), **({"after": new[key]} if key in new else {})}
         for key in sorted(old.keys() | new.keys())
-        if old.get(key) != new.get(key)
+        if key not in old or key not in new or old[key] != new[key]
     ]
 
 
@@ -113,10 +114,43 @@ def _tables(manifest: Mapping) -> dict[str, str]:
     return {path: sha for path, sha in manifest.get("files", {}).items() if "/tables/" in path and path.endswith(".csv")}
 
 
+def _study_of_module(name: str) -> str:
+    """The study a fingerprinted module belongs to (``posym.studies.<study>.module[:function]``), else ''."""
+    parts = name.split(":")[0].split(".")
+    return parts[2] if parts[:2] == ["posym", "studies"] and len(parts) > 2 else ""
+
+
+def _without(manifest: Mapping, studies: set[str]) -> dict:
+    """The manifest's comparable parts less everything of ``studies``: their verdicts, items, files, config
+    sections, study modules and commands (a command's first word is its study, where it has one)."""
+
+    def keep(mapping: Mapping, study_of) -> dict:
+        return {key: value for key, value in mapping.items() if study_of(key) not in studies}
+
+    code = manifest.get("code", {})
+    return {
+        "version": manifest["version"],
+        "verdicts": keep(manifest.get("verdicts", {}), str),
+        "studies": keep(manifest.get("studies", {}), str),
+        "files": keep(manifest.get("files", {}), lambda path: path.split("/")[0]),
+        "config": keep(manifest.get("config", {}), str),
+        "code": {
+            "label": code.get("label"),
+            "modules": keep(code.get("modules", {}), _study_of_module),
+            "commands": keep(code.get("commands", {}), lambda command: command.split(" ")[0]),
+        },
+    }
+
+
 def compare(before: Path | str, after: Path | str) -> dict:
-    """The changes from report version folder ``before`` to ``after`` (each with its manifest.json)."""
+    """The changes from report version folder ``before`` to ``after`` (each with its manifest.json), over the
+    studies both hold: a study only one holds is named, not listed item by item (a report of paper C made after
+    one of paper B would otherwise list every B item, table and setting as removed)."""
     before, after = Path(before), Path(after)
     old, new = read_json(before / "manifest.json"), read_json(after / "manifest.json")
+    studies_old, studies_new = set(old.get("studies", {})), set(new.get("studies", {}))
+    only_one = studies_old ^ studies_new
+    old, new = _without(old, only_one), _without(new, only_one)
     verdicts_old, verdicts_new = _verdicts(old), _verdicts(new)
     verdicts = [
         {"study": sid, "claim": claim, "before": verdicts_old.get((sid, claim)), "after": verdicts_new.get((sid, claim))}
@@ -131,12 +165,14 @@ def compare(before: Path | str, after: Path | str) -> dict:
     for path in sorted(tables_old.keys() & tables_new.keys()):
         if tables_old[path] != tables_new[path] and (move := table_move(before / path, after / path)):
             moved.append({"table": path, **move})
-    code_old, code_new = old.get("code", {}), new.get("code", {})
-    modules = changed_modules(code_old.get("modules", {}), code_new.get("modules", {}))
-    commands_old, commands_new = code_old.get("commands", {}), code_new.get("commands", {})
+    code_old, code_new = old["code"], new["code"]
+    modules = changed_modules(code_old["modules"], code_new["modules"])
+    commands_old, commands_new = code_old["commands"], code_new["commands"]
     return {
         "before": old["version"],
         "after": new["version"],
+        "studies_only_before": sorted(studies_old - studies_new),
+        "studies_only_after": sorted(studies_new - studies_old),
         "verdicts": verdicts,
         "items_added": [f"{sid} {item}" for sid, item in sorted(shown_new - shown_old)],
         "items_removed": [f"{sid} {item}" for sid, item in sorted(shown_old - shown_new)],
@@ -144,11 +180,11 @@ def compare(before: Path | str, after: Path | str) -> dict:
         "tables_added": sorted(tables_new.keys() - tables_old.keys()),
         "tables_removed": sorted(tables_old.keys() - tables_new.keys()),
         "code": {
-            "commit": [code_old.get("label"), code_new.get("label")],
+            "commit": [code_old["label"], code_new["label"]],
             "modules": modules,
             "commands": sorted(c for c in commands_old.keys() & commands_new.keys() if commands_old[c] != commands_new[c]),
         },
-        "config": config_changes(old.get("config", {}), new.get("config", {})),
+        "config": config_changes(old["config"], new["config"]),
     }
 
 
@@ -159,11 +195,26 @@ def _number(value) -> str:
     return "none" if value is None else f"{value:.6g}"
 
 
+def _state(verdict: str | None) -> str:
+    return "absent" if verdict is None else verdict
+
+
+def _setting(change: Mapping, side: str) -> str:
+    return repr(change[side]) if side in change else "absent"
+
+
 def lines(changes: Mapping) -> list[tuple[str, list[str]]]:
     """The changes as headed lists of plain lines (the page and the command line both show these)."""
     sections = []
+    only = [
+        f"only in {changes[version]}: {', '.join(changes[key])} (not compared item by item)"
+        for key, version in (("studies_only_before", "before"), ("studies_only_after", "after"))
+        if changes.get(key)
+    ]
+    if only:
+        sections.append(("Studies", only))
     if changes["verdicts"]:
-        sections.append(("Verdicts that changed", [f"{v['study']} {v['claim']}: {v['before']} → {v['after']}" for v in changes["verdicts"]]))
+        sections.append(("Verdicts that changed", [f"{v['study']} {v['claim']}: {_state(v['before'])} → {_state(v['after'])}" for v in changes["verdicts"]]))
     tolerance = f"beyond rtol {RELATIVE_TOLERANCE:g}, atol {ABSOLUTE_TOLERANCE:g}"
     moved = []
     for t in changes["tables_moved"]:
@@ -191,7 +242,7 @@ def lines(changes: Mapping) -> list[tuple[str, list[str]]]:
     if code_lines:
         sections.append(("Code", code_lines))
     if changes["config"]:
-        sections.append(("Configuration", [f"{c['key']}: {c['before']!r} → {c['after']!r}" for c in changes["config"]]))
+        sections.append(("Configuration", [f"{c['key']}: {_setting(c, 'before')} → {_setting(c, 'after')}" for c in changes["config"]]))
     return sections
 
 
