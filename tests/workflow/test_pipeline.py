@@ -82,7 +82,6 @@ def test_the_title_follows_the_verdicts(tiny_run):
 
 
 def test_length_table_sets_ours_beside_the_paper(tiny_run):
-
     table = pd.read_csv(report_dir(tiny_run) / "a" / "tables" / "fig5b_length.csv")
     assert set(table["task"]) == {"number", "letter"}
     assert sorted(table["extra_tokens"].unique()) == [0, 20, 60]
@@ -93,7 +92,6 @@ def test_length_table_sets_ours_beside_the_paper(tiny_run):
 def test_the_length_protocol_item_ranks_every_rule_against_fig_5b(tiny_run):
     """On the tiny run's models: the table is rules x lengths with the paper's row, the distances follow from the
     runs' tables, the finding names the closest rule, and the uniform rule's accuracies are Fig 5B's."""
-
     from posym.studies.a import length_protocol
     from posym.studies.a.tasks.multihop import FILLER_RULES
 

@@ -122,7 +122,8 @@ def _study_of_module(name: str) -> str:
 
 def _without(manifest: Mapping, studies: set[str]) -> dict:
     """The manifest's comparable parts less everything of ``studies``: their verdicts, items, files, config
-    sections, study modules and commands (a command's first word is its study, where it has one)."""
+    sections and modules. Commands stay: only those both reports ran are compared, and a study's commands run only
+    where it does."""
 
     def keep(mapping: Mapping, study_of) -> dict:
         return {key: value for key, value in mapping.items() if study_of(key) not in studies}
@@ -137,7 +138,7 @@ def _without(manifest: Mapping, studies: set[str]) -> dict:
         "code": {
             "label": code.get("label"),
             "modules": keep(code.get("modules", {}), _study_of_module),
-            "commands": keep(code.get("commands", {}), lambda command: command.split(" ")[0]),
+            "commands": code.get("commands", {}),
         },
     }
 
