@@ -10,7 +10,7 @@ from conftest import model_config
 from posym.training import checkpoints
 from posym.data import files
 from posym.nn.hf import HF_N_POSITIONS
-from posym.nn.packing import MemberDropout, attention
+from posym.nn.packing import MemberDropout, attention, query_key_products
 from posym.nn.gptj import PosymModel
 from posym.nn.positions import NoPE, Rope
 
@@ -46,6 +46,46 @@ def test_logits_equal_hf_gptj_loaded_from_a_checkpoint(tmp_path, settings):
     assert torch.allclose(ours_all, theirs, atol=1e-5, rtol=0)
     assert torch.allclose(ours_last, theirs[:, -1], atol=1e-5, rtol=0)
     assert torch.allclose(ours_explicit, theirs, atol=1e-5, rtol=0)
+
+
+def test_rotation_in_split_halves_trains_as_gptjs_interleaved_pairs():
+    """Without hooks a block projects queries and keys with each head's pairs split into halves (a compiled step
+    vectorises that rotation); the loss and every weight's gradient are those of GPT-J's interleaved layout, which a
+    hook on the queries keeps."""
+    model = PosymModel(model_config(50, n_layer=2, n_head=4, d_model=64, rotary_dim=8, d_mlp=96)).initialise([3])
+    ids = torch.randint(0, 50, (6, 11), generator=torch.Generator().manual_seed(0))
+    interleaved = {f"blocks.{layer}.attn.hook_q": lambda t: None for layer in range(2)}
+    results = []
+    for hooks in (None, interleaved):
+        model.zero_grad()
+        loss = model(ids, last_only=False, hooks=hooks).logsumexp(-1).mean()
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (split_loss, split_grads), (loss, grads) = results
+    assert torch.allclose(split_loss, loss, atol=1e-6, rtol=0)
+    for name, grad in grads.items():
+        assert torch.allclose(split_grads[name], grad, atol=1e-6, rtol=1e-5), name
+    block = model.blocks[0]
+    split = model.position.with_split_pairs()
+    reordered = block._split_pairs(split)[0, 2 * 64 : 2 * 64 + 16]  # head 0's query rows
+    assert torch.equal(reordered[:4], block.q_weight[0, 0:8:2]) and torch.equal(reordered[4:8], block.q_weight[0, 1:8:2])
+    assert torch.equal(reordered[8:], block.q_weight[0, 8:16])  # dimensions past rotary_dim keep their place
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_query_key_products_differentiate_as_autograds_matmul(autocast):
+    generator = torch.Generator().manual_seed(0)
+    q, k, g = (torch.randn(2, 3, 5, 8, generator=generator) for _ in range(3))
+    g = g[..., :5]
+    results = []
+    for product in (query_key_products, lambda a, b: torch.matmul(a, b.transpose(-1, -2))):
+        a, b = q.clone().requires_grad_(), k.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = product(a, b)
+        out.backward(g.to(out.dtype))
+        results.append((out, a.grad, b.grad))
+    for ours, theirs in zip(*results):
+        assert ours.dtype == theirs.dtype and torch.allclose(ours, theirs, atol=1e-6 if not autocast else 1e-2, rtol=0)
 
 
 def test_hf_runs_a_checkpoint_on_inputs_longer_than_the_old_128_limit(tmp_path):

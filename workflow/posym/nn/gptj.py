@@ -30,7 +30,7 @@ from posym.nn.hf import HFGPTJLayout
 from posym.nn.packing import (
     Hook, MemberDropout, attention, config_from_settings, embed_members, layer_hook, normal_initialise, stacked, unembed, with_member_axis,
 )
-from posym.nn.positions import PositionScheme
+from posym.nn.positions import PositionScheme, SplitPairs
 
 #: Settings older checkpoints recorded that no longer exist; ignored on load. ``n_positions`` (128) invented a
 #: length limit that RoPE does not have.
@@ -113,6 +113,12 @@ class Block(nn.Module):
         S, B, T, _ = x.shape
         return x.view(S, B, T, self.config.n_head, self.config.head_dim).transpose(2, 3)
 
+    def _split_pairs(self, split: SplitPairs) -> torch.Tensor:
+        """``in_weight`` with its key and query rows reordered for ``split`` (a copy, made in each forward pass so
+        that the parameters and checkpoints keep GPT-J's layout)."""
+        D, W, head = self.config.d_model, self.in_weight, self.config.head_dim
+        return torch.cat([split.split_pairs(W[:, :D], head), W[:, D : 2 * D], split.split_pairs(W[:, 2 * D : 3 * D], head), W[:, 3 * D :]], dim=1)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -128,27 +134,31 @@ class Block(nn.Module):
         S, B, T, D = x.shape
         h = self.layer_norm(x)
         flat = h.reshape(S, B * T, D)
+        # Without hooks that read queries or keys, a rotary scheme may take them with each head's pairs split into
+        # halves, the form of its rotation that compiles to vector code (positions.SplitPairs): the same logits.
+        split = scheme.with_split_pairs() if hook is None else None
+        in_weight = self.in_weight if split is None else self._split_pairs(split)
         if last_query_only:
-            kv = torch.bmm(flat, self.in_weight[:, : 2 * D].transpose(1, 2)).view(S, B, T, 2 * D)
+            kv = torch.bmm(flat, in_weight[:, : 2 * D].transpose(1, 2)).view(S, B, T, 2 * D)
             k, v = kv.split(D, dim=-1)
             qf = torch.baddbmm(
                 torch.cat([self.fc_in_bias.new_zeros(S, D), self.fc_in_bias], 1)[:, None],
                 h[:, :, -1],
-                self.in_weight[:, 2 * D :].transpose(1, 2),
+                in_weight[:, 2 * D :].transpose(1, 2),
             ).view(S, B, 1, D + c.mlp_dim)
             q, f = qf.split([D, c.mlp_dim], dim=-1)
             q_positions, residual = positions[-1:], x[:, :, -1:]
         else:
-            kvq = torch.bmm(flat, self.in_weight[:, : 3 * D].transpose(1, 2)).view(S, B, T, 3 * D)
+            kvq = torch.bmm(flat, in_weight[:, : 3 * D].transpose(1, 2)).view(S, B, T, 3 * D)
             k, v, q = kvq.split(D, dim=-1)
-            f = torch.baddbmm(self.fc_in_bias[:, None], flat, self.in_weight[:, 3 * D :].transpose(1, 2)).view(S, B, T, c.mlp_dim)
+            f = torch.baddbmm(self.fc_in_bias[:, None], flat, in_weight[:, 3 * D :].transpose(1, 2)).view(S, B, T, c.mlp_dim)
             q_positions, residual = positions, x
         training = dropout is not None
         a = attention(
             self._split_heads(q),
             self._split_heads(k),
             self._split_heads(v),
-            scheme,
+            scheme if split is None else split,
             q_positions,
             positions,
             explicit=training or getattr(hook, "needs_pattern", False),

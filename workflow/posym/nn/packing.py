@@ -63,7 +63,7 @@ def attention(
         by_index = causal and q_positions is k_positions
         out = _fused_attention(q, k, v, scale, bias, None if by_index else future, hidden, by_index)
     else:
-        scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+        scores = query_key_products(q, k) * scale
         if bias is not None:
             scores = scores + bias.to(scores.dtype)  # at bf16 a float32 bias would widen every logit
         if future is not None:
@@ -79,6 +79,33 @@ def attention(
             pattern = dropout(pattern)
         out = torch.matmul(pattern, v)
     return out if hook is None else hook("hook_z", out)
+
+
+def query_key_products(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q kᵀ over the last two axes, its backward pass computing the keys' gradient as Gᵀ q, in the keys' own layout:
+    autograd's (qᵀ G)ᵀ is its transpose, which the kernel that follows (the keys' rotation) then reads across rows,
+    in scalar code (paper A's compiled step on a CPU). Queries and keys whose leading axes broadcast take autograd's."""
+    if q.shape[:-2] != k.shape[:-2]:
+        return torch.matmul(q, k.transpose(-1, -2))
+    return _QueryKeyProducts.apply(q, k)
+
+
+class _QueryKeyProducts(torch.autograd.Function):
+    @staticmethod
+    def forward(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(q, k.transpose(-1, -2))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = ctx.saved_tensors
+        # Under autocast the forward product took its inputs in the autocast type, which is the gradient's.
+        grad_q = torch.matmul(grad, k.to(grad.dtype)) if ctx.needs_input_grad[0] else None
+        grad_k = torch.matmul(grad.transpose(-1, -2), q.to(grad.dtype)) if ctx.needs_input_grad[1] else None
+        return (None if grad_q is None else grad_q.to(q.dtype)), (None if grad_k is None else grad_k.to(k.dtype))
 
 
 def _fused_attention(q, k, v, scale, bias, future, hidden, causal: bool) -> torch.Tensor:

@@ -104,6 +104,11 @@ class PositionScheme(nn.Module):
         """Additive input embedding, shape (T, d_model)."""
         return None
 
+    def with_split_pairs(self) -> "SplitPairs | None":
+        """What attention applies to queries and keys projected by rows that :func:`split_pairs` reordered, where the
+        scheme rotates pairs of dimensions that are not each head's halves; None where it has no such form."""
+        return None
+
 
 @register("nope")
 class NoPE(PositionScheme):
@@ -172,6 +177,47 @@ class Rope(PositionScheme):
         rotated = rotated.to(x.dtype)
         return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
 
+    def rotate_halves(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The rotation of plane t = dims (t, t + r/2) of the first r = ``rotary_dim`` by g_t p."""
+        cos, sin = self.cos_sin(positions)
+        half = self.rotary_dim // 2
+        rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
+        wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
+        first, second = wide[..., :half], wide[..., half:]
+        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1).to(x.dtype)
+        return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
+
+    def with_split_pairs(self) -> "SplitPairs":
+        return SplitPairs(self)
+
+
+class SplitPairs:
+    """GPT-J's rotation as attention applies it to queries and keys whose every head lists its planes' first
+    coordinates, then their second ones (projected by rows that :func:`split_pairs` reordered): the rotation of
+    :meth:`Rope.rotate_halves`. The attention logits are those of the interleaved layout, summed in another order
+    (q·k is a sum over the head's dimensions); what differs is the code a compiled step makes of it. Interleaved,
+    inductor writes the rotation's backward pass as scalar code (each dimension's partner found by ``x % 2``): a
+    tenth of paper A's compiled bf16 step on an AMX CPU (profiled 2026-12-07); in halves it vectorises."""
+
+    def __init__(self, rope: Rope):
+        self.rope = rope
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.rope.rotate_halves(x, positions)
+
+    def score_bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> None:
+        return None
+
+    def split_pairs(self, rows: torch.Tensor, head_dim: int) -> torch.Tensor:
+        """Rows (..., H · head_dim, d) of a query or key projection with each head's first ``rotary_dim`` rows
+        reordered from pairs (2k, 2k + 1) to halves (k, k + r/2)."""
+        rotary = self.rope.rotary_dim
+        heads = rows.unflatten(-2, (-1, head_dim))
+        halves = heads[..., :rotary, :].unflatten(-2, (rotary // 2, 2)).transpose(-3, -2).flatten(-3, -2)
+        if rotary < head_dim:
+            halves = torch.cat([halves, heads[..., rotary:, :]], dim=-2)
+        return halves.flatten(-3, -2)
+
 
 @register("rope_rotate_half")
 class RopeRotateHalf(Rope):
@@ -180,13 +226,10 @@ class RopeRotateHalf(Rope):
     ``x * cos + rotate_every_two(x) * sin`` with ``rotary_adjacent_pairs`` false (paper C, spec §C4, §X)."""
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        cos, sin = self.cos_sin(positions)
-        half = self.rotary_dim // 2
-        rotary, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim :]
-        wide = rotary.to(torch.promote_types(rotary.dtype, torch.float32))
-        first, second = wide[..., :half], wide[..., half:]
-        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1).to(x.dtype)
-        return rotated if rest.shape[-1] == 0 else torch.cat([rotated, rest], dim=-1)
+        return self.rotate_halves(x, positions)
+
+    def with_split_pairs(self) -> None:
+        return None  # its pairs are halves already
 
 
 def _rotary_dim(config) -> int:
@@ -350,6 +393,9 @@ class PartialRope(Rope):
         heads = getattr(config, "rope_heads", None)
         if heads != "all" and (isinstance(heads, bool) or not isinstance(heads, int) or not 0 <= heads <= config.n_head):
             raise ValueError(f"rope_heads={heads!r} must be 0..{config.n_head} or 'all' for partial_rope")
+
+    def with_split_pairs(self) -> None:
+        return None
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x (..., H, T, head_dim): heads 0..heads−1 rotated, the rest unchanged."""
