@@ -9,6 +9,9 @@ same function (tests assert logits equal HF's to 1e-5) written for speed on smal
 * **Fused projections.** q, k, v and the MLP's ``fc_in`` read the same LayerNorm output: their
   weights are one parameter; q, k, v are one matmul and ``fc_in`` another, so that GELU reads a
   contiguous tensor and the backward pass need not concatenate gradients.
+* **Rotation in split halves.** Without hooks on queries or keys, a block projects them with each head's
+  rotation pairs reordered into halves (:class:`posym.nn.positions.SplitPairs`): the same logits, and a rotation
+  whose backward pass a compiled step vectorises; parameters, checkpoints and hooks keep GPT-J's layout.
 * **Only what the loss needs.** Training and evaluation read the last position only; the last
   block then computes its query and MLP for that position alone.
 
