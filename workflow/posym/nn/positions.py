@@ -105,8 +105,9 @@ class PositionScheme(nn.Module):
         return None
 
     def with_split_pairs(self) -> "SplitPairs | None":
-        """What attention applies to queries and keys projected by rows that :func:`split_pairs` reordered, where the
-        scheme rotates pairs of dimensions that are not each head's halves; None where it has no such form."""
+        """What attention applies to queries and keys projected by rows that :meth:`SplitPairs.split_pairs`
+        reordered, where the scheme rotates pairs of dimensions that are not each head's halves; None where it has no
+        such form."""
         return None
 
 
@@ -193,7 +194,7 @@ class Rope(PositionScheme):
 
 class SplitPairs:
     """GPT-J's rotation as attention applies it to queries and keys whose every head lists its planes' first
-    coordinates, then their second ones (projected by rows that :func:`split_pairs` reordered): the rotation of
+    coordinates, then their second ones (projected by rows that :meth:`split_pairs` reordered): the rotation of
     :meth:`Rope.rotate_halves`. The attention logits are those of the interleaved layout, summed in another order
     (q·k is a sum over the head's dimensions); what differs is the code a compiled step makes of it. Interleaved,
     inductor writes the rotation's backward pass as scalar code (each dimension's partner found by ``x % 2``): a
