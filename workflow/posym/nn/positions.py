@@ -197,8 +197,9 @@ class SplitPairs:
     coordinates, then their second ones (projected by rows that :meth:`split_pairs` reordered): the rotation of
     :meth:`Rope.rotate_halves`. The attention logits are those of the interleaved layout, summed in another order
     (q·k is a sum over the head's dimensions); what differs is the code a compiled step makes of it. Interleaved,
-    inductor writes the rotation's backward pass as scalar code (each dimension's partner found by ``x % 2``): a
-    tenth of paper A's compiled bf16 step on an AMX CPU (profiled 2026-12-07); in halves it vectorises."""
+    inductor writes the rotation as scalar code (each dimension's partner found by ``x % 2``), about a tenth of paper
+    A's compiled bf16 step on an AMX CPU (profiled 2026-12-07); in halves, with the keys' gradient in their own layout
+    (:func:`posym.nn.packing.query_key_products`), it vectorises."""
 
     def __init__(self, rope: Rope):
         self.rope = rope
