@@ -67,16 +67,16 @@ def assert_follows(eager: Trainer, fast: Trainer) -> None:
 
 
 def test_drawn_dropout_reads_the_masks_that_calls_drawn_one_by_one_make():
-    """On a CPU one draw of a + b words from a generator is its draws of a, then b: a step's block of words gives
-    each call the mask the eager call would have drawn."""
+    """A step's block of words gives each call the mask the eager call would have drawn (on a CPU each call's stream
+    is seeded by the next word of the member's generator, drawn alone or with the step's other calls)."""
     shapes, p = [(2, 3, 5), (2, 7), (2, 4, 4, 4)], 0.1
     eager = MemberDropout([torch.Generator().manual_seed(s) for s in (3, 4)])
     expected = [eager(torch.ones(shape), p) for shape in shapes]
     counter = CountingDropout()
     for shape in shapes:
         assert torch.equal(counter(torch.ones(shape), p), torch.ones(shape))  # counting drops nothing
-    assert counter.words == sum((torch.Size(shape[1:]).numel() + 3) // 4 for shape in shapes)
-    drawn = MemberDropout([torch.Generator().manual_seed(s) for s in (3, 4)]).draw(counter.words, torch.device("cpu"))
+    assert counter.calls == [(torch.Size(shape[1:]).numel() + 3) // 4 for shape in shapes]
+    drawn = MemberDropout([torch.Generator().manual_seed(s) for s in (3, 4)]).draw(counter.calls, torch.device("cpu"))
     replay = DrawnDropout(drawn)
     for shape, mask in zip(shapes, expected):
         assert torch.equal(replay(torch.ones(shape), p), mask)

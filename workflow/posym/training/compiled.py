@@ -9,9 +9,10 @@
   trainer's optimizer state, so checkpoints, resume and a later eager step are unchanged.
 
 Nothing in a step waits for the device: the learning rate is a tensor filled before the step, the dropout masks
-come in as one block of words drawn before it from each member's generator (:class:`posym.nn.packing.DrawnDropout`:
-on a CPU the same masks as an eager step's), and no branch reads tensor data. On CUDA both graphs are replayed
-as CUDA graphs (``mode="reduce-overhead"``), so a step is a handful of launches instead of thousands.
+come in as one block of words drawn before it (:class:`posym.nn.packing.DrawnDropout`; on a CPU, each dropout call's
+stream seeded by a word of the member's generator: the same masks as an eager step's), and no branch reads tensor
+data. On CUDA both graphs are replayed as CUDA graphs (``mode="reduce-overhead"``), so a step is a handful of
+launches instead of thousands.
 
 A compiled step computes what the eager one does, rounded otherwise (fused kernels add in another order): its
 losses follow the eager step's within float tolerance (``tests/core/test_compiled.py``), not to the bit. Eager
@@ -169,19 +170,20 @@ class CompiledStep:
         self.update = compile_fn(adamw_update, dynamic=False, mode=graphs)
         self.compile_fn = compile_fn
         self.lr = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.words: int | None = None  # dropout words per member per step, counted at the first step
+        self.dropout_calls: list[int] | None = None  # each dropout call's words per member, listed at the first step
         self.seconds = 0.0  # spent in steps that compiled (their first call)
         self._evaluated: tuple[int, Any] | None = None
         self._static: set[int] = set()
         self.steps = 0  # compiled steps done
 
     # ---- what a step reads
-    def _dropout_words(self, batch) -> int:
-        """How many words each member's dropout draws in one step (0: none), from one uncompiled forward pass."""
+    def _dropout_calls(self, batch) -> list[int]:
+        """The words each dropout call of a step takes per member, in call order (none: no dropout), from one
+        uncompiled forward pass."""
         counter = CountingDropout()
         with torch.no_grad():
             self.trainer.objective.loss(self.trainer.model, batch, counter)
-        return counter.words
+        return counter.calls
 
     def _state(self) -> tuple[list, list, list, list, list]:
         """The optimizer's parameters, moments, step counts and weight decays, its state made as torch.optim makes
@@ -211,9 +213,9 @@ class CompiledStep:
         t, o = self.trainer, self.trainer.objective
         settings = o.settings
         batch = o.batch(step, t.active)
-        if self.words is None:
-            self.words = self._dropout_words(batch)
-        drawn = t.dropout.draw(self.words, self.device) if self.words else None
+        if self.dropout_calls is None:
+            self.dropout_calls = self._dropout_calls(batch)
+        drawn = t.dropout.draw(self.dropout_calls, self.device) if self.dropout_calls else None
         self.lr.fill_(o.learning_rate(step))
         if self.cuda:
             torch.compiler.cudagraph_mark_step_begin()
