@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import model_config, train_config
-from posym.nn.packing import CountingDropout, DrawnDropout, MemberDropout
+from posym.nn.packing import CountingDropout, DrawnDropout, MemberDropout, relu
 from posym.pipeline import config as posym_config
 from posym.studies.a.tasks import get
 from posym.training import compiled
@@ -81,6 +81,28 @@ def test_drawn_dropout_reads_the_masks_that_calls_drawn_one_by_one_make():
     for shape, mask in zip(shapes, expected):
         assert torch.equal(replay(torch.ones(shape), p), mask)
     assert replay(torch.ones(2, 3), 0.0).eq(1).all()  # p = 0 reads nothing
+
+
+def test_compiled_dropout_and_relu_compute_the_eager_values_without_boolean_masks():
+    """Under compilation the dropout masks and ReLU's gradient gate are computed in integer and sign arithmetic
+    (inductor writes boolean tensors slowly): the same values as eager, to the bit, zeros included."""
+    x = torch.tensor([[-2.0, -0.0, 0.0, 1e-30, 3.0, -1e-30] * 8, [1.0, -1.0, 0.0, 2.0, -3.0, 0.5] * 8])
+    at = round(0.25 * 65536) - 32768  # the 16-bit value from which an element is kept at p = 0.25
+    edges = torch.tensor([at + 1, -32768, 32767, 0, at, at - 1], dtype=torch.int16).repeat(2, 8)  # at: x nonzero
+    bits = torch.stack([edges[0], edges[1].roll(1)]).view(torch.int64)  # 48 values a member: 12 words
+
+    def run(x):
+        return relu(DrawnDropout(bits)(x, 0.25) * 3.0)
+
+    for fn in (run, torch.compile(run, backend="aot_eager", fullgraph=True)):
+        leaf = x.clone().requires_grad_()
+        out = fn(leaf)
+        out.backward(torch.arange(out.numel(), dtype=out.dtype).view(out.shape))
+        if fn is run:
+            expected, expected_grad = out.detach(), leaf.grad
+        else:
+            assert torch.equal(out.detach(), expected) and torch.equal(leaf.grad, expected_grad)
+    assert 0 < expected.eq(0).float().mean() < 1 and expected_grad.eq(0).any() and expected_grad.ne(0).any()
 
 
 def test_the_update_is_torch_adamw_with_per_member_clipping():

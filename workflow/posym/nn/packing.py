@@ -192,6 +192,30 @@ def embed_members(wte: torch.Tensor, position, ids: torch.Tensor, positions: tor
 # --------------------------------------------------------------------------- dropout
 
 
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """F.relu, whose gradient in a compiled step is the incoming one times the output's sign: autograd's is gated by
+    a boolean mask that a compiled graph saves, and inductor's C++ kernels write and read boolean tensors made by
+    floating-point comparisons about ten times slower than eager PyTorch does (4 M values: 16 ms against 1.8 ms,
+    torch 2.13, Intel Xeon with AMX, 2026-12-07). Paper B's compiled bf16 encoder step was 0.87-0.91 s against
+    1.02-1.04 s with this alone (and 0.66-0.67 s with :class:`MemberDropout`'s masks also kept out of booleans)."""
+    return _SignGatedRelu.apply(x) if torch.compiler.is_compiling() else F.relu(x)
+
+
+class _SignGatedRelu(torch.autograd.Function):
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.clamp_min(0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (out,) = ctx.saved_tensors
+        return grad * out.sign()  # 1 where the input was positive, 0 elsewhere (as F.relu's, 0 at 0)
+
+
 class MemberDropout:
     """Dropout whose masks come from one generator per packed member.
 
@@ -216,7 +240,11 @@ class MemberDropout:
         threshold = round(p * 65536)
         keep_scale = 65536.0 / (65536 - threshold)
         per_member = x[0].numel()
-        keep = self.bits(per_member, x.device).reshape(x.shape) >= (threshold - 32768)
+        bits = self.bits(per_member, x.device).reshape(x.shape)
+        if torch.compiler.is_compiling():  # the same 0/1 without a boolean tensor (see :func:`relu`)
+            keep = (bits.to(torch.int32) - (threshold - 32769)).clamp_(0, 1)
+        else:
+            keep = bits >= (threshold - 32768)
         return x * keep.to(x.dtype).mul_(keep_scale)
 
     def bits(self, n: int, device: torch.device) -> torch.Tensor:

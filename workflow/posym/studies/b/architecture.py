@@ -32,11 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from posym.nn import positions as position_schemes
-from posym.nn.packing import Hook, MemberDropout, PackedByName, attention, config_from_settings, embed_members, layer_hook, stacked, with_member_axis
+from posym.nn.packing import Hook, MemberDropout, PackedByName, attention, config_from_settings, embed_members, layer_hook, relu, stacked, with_member_axis
 
 ATTENTIONS = ("standard", "mla")
 KV_SOURCES = ("embeddings", "residual")
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS = {"relu": relu, "gelu": F.gelu}
 MLA_ROPES = ("authors", "standard")
 
 
