@@ -76,11 +76,13 @@ def test_drawn_dropout_reads_the_masks_that_calls_drawn_one_by_one_make():
     for shape in shapes:
         assert torch.equal(counter(torch.ones(shape), p), torch.ones(shape))  # counting drops nothing
     assert counter.calls == [(torch.Size(shape[1:]).numel() + 3) // 4 for shape in shapes]
-    drawn = MemberDropout([torch.Generator().manual_seed(s) for s in (3, 4)]).draw(counter.calls, torch.device("cpu"))
-    replay = DrawnDropout(drawn)
-    for shape, mask in zip(shapes, expected):
-        assert torch.equal(replay(torch.ones(shape), p), mask)
-    assert replay(torch.ones(2, 3), 0.0).eq(1).all()  # p = 0 reads nothing
+    for widened in (True, False):  # int32 for a compiled CPU step (inductor does not vectorise int16), or int16
+        drawn = MemberDropout([torch.Generator().manual_seed(s) for s in (3, 4)]).draw_bits(counter.calls, torch.device("cpu"), widened=widened)
+        assert drawn.dtype == (torch.int32 if widened else torch.int16) and drawn.shape == (2, 4 * sum(counter.calls))
+        replay = DrawnDropout(drawn)
+        for shape, mask in zip(shapes, expected):
+            assert torch.equal(replay(torch.ones(shape), p), mask)
+        assert replay(torch.ones(2, 3), 0.0).eq(1).all()  # p = 0 reads nothing
 
 
 def test_compiled_dropout_and_relu_compute_the_eager_values_without_boolean_masks():
@@ -89,12 +91,13 @@ def test_compiled_dropout_and_relu_compute_the_eager_values_without_boolean_mask
     x = torch.tensor([[-2.0, -0.0, 0.0, 1e-30, 3.0, -1e-30] * 8, [1.0, -1.0, 0.0, 2.0, -3.0, 0.5] * 8])
     at = round(0.25 * 65536) - 32768  # the 16-bit value from which an element is kept at p = 0.25
     edges = torch.tensor([at + 1, -32768, 32767, 0, at, at - 1], dtype=torch.int16).repeat(2, 8)  # at: x nonzero
-    bits = torch.stack([edges[0], edges[1].roll(1)]).view(torch.int64)  # 48 values a member: 12 words
+    bits = torch.stack([edges[0], edges[1].roll(1)])  # 48 values a member: 12 words
 
-    def run(x):
+    def run(x, bits=bits):
         return relu(DrawnDropout(bits)(x, 0.25) * 3.0)
 
-    for fn in (run, torch.compile(run, backend="aot_eager", fullgraph=True)):
+    compiled = torch.compile(run, backend="aot_eager", fullgraph=True)
+    for fn in (run, compiled, lambda x: compiled(x, bits.to(torch.int32))):
         leaf = x.clone().requires_grad_()
         out = fn(leaf)
         out.backward(torch.arange(out.numel(), dtype=out.dtype).view(out.shape))

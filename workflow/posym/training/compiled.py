@@ -215,7 +215,7 @@ class CompiledStep:
         batch = o.batch(step, t.active)
         if self.dropout_calls is None:
             self.dropout_calls = self._dropout_calls(batch)
-        drawn = t.dropout.draw(self.dropout_calls, self.device) if self.dropout_calls else None
+        drawn = t.dropout.draw_bits(self.dropout_calls, self.device) if self.dropout_calls else None
         self.lr.fill_(o.learning_rate(step))
         if self.cuda:
             torch.compiler.cudagraph_mark_step_begin()
