@@ -10,6 +10,7 @@ rotate q/k (RoPE), add a score bias (ALiBi, T5) or add an embedding (absolute).
 
 from __future__ import annotations
 
+import functools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping
@@ -240,11 +241,12 @@ class MemberDropout:
         threshold = round(p * 65536)
         keep_scale = 65536.0 / (65536 - threshold)
         per_member = x[0].numel()
+        kept_from = threshold - 32768  # the least 16-bit value whose element is kept
         bits = self.bits(per_member, x.device).reshape(x.shape)
         if torch.compiler.is_compiling():  # the same 0/1 without a boolean tensor (see :func:`relu`)
-            keep = (bits.to(torch.int32) - (threshold - 32769)).clamp_(0, 1)
+            keep = (bits.to(torch.int32) - (kept_from - 1)).clamp_(0, 1)
         else:
-            keep = bits >= (threshold - 32768)
+            keep = bits >= kept_from
         return x * keep.to(x.dtype).mul_(keep_scale)
 
     def bits(self, n: int, device: torch.device) -> torch.Tensor:
@@ -281,21 +283,20 @@ def dropout_words(n: int) -> int:
     return (n + 3) // 4
 
 
-_POOL: ThreadPoolExecutor | None = None
+@functools.cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(threads, thread_name_prefix="posym-dropout")
 
 
 def _in_parallel(work: Callable[[list], None], items: list, costs: list[int]) -> None:
     """``work`` on ``items`` split into contiguous parts of about equal cost, one per torch thread (numpy's
     generators release the GIL while they fill)."""
-    global _POOL
     threads = min(torch.get_num_threads(), len(items))
     if threads <= 1:
         return work(items)
-    if _POOL is None or _POOL._max_workers < threads:
-        _POOL = ThreadPoolExecutor(threads, thread_name_prefix="posym-dropout")
     bounds = np.searchsorted(np.cumsum(costs), [sum(costs) * k / threads for k in range(1, threads)], side="right").tolist()
     parts = [items[i:j] for i, j in zip([0, *bounds], [*bounds, len(items)]) if j > i]
-    for future in [_POOL.submit(work, part) for part in parts]:
+    for future in [_pool(threads).submit(work, part) for part in parts]:
         future.result()
 
 
