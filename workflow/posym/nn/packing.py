@@ -104,11 +104,10 @@ def _explicit_trains_faster(q: torch.Tensor, k: torch.Tensor) -> bool:
     0.66 against 0.85 s (2-core Xeon with AMX, torch 2.13, 2026-12-07). Its eager step was 5-10 % slower materialised
     (0.211-0.219 against 0.193-0.207 s), and evaluation (no gradients) keeps the fused kernel, whose forward alone is
     2-3x the faster."""
-    lower = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
     return (
         torch.compiler.is_compiling()
         and q.device.type == "cpu"
-        and lower in (torch.bfloat16, torch.float16)
+        and _cpu_compute_dtype(q) in (torch.bfloat16, torch.float16)
         and torch.is_grad_enabled()
         and (q.requires_grad or k.requires_grad)
         and q.shape[-1] >= EXPLICIT_MIN_HEAD_DIM
@@ -190,7 +189,7 @@ def _sdpa(q, k, v, mask, scale, is_causal: bool = False) -> torch.Tensor:
     """
     if q.device.type != "cpu":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
-    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else v.dtype
+    dtype = _cpu_compute_dtype(v)
     width = v.shape[-1]
     if width < q.shape[-1]:
         v = F.pad(v, (0, q.shape[-1] - width))
@@ -198,6 +197,11 @@ def _sdpa(q, k, v, mask, scale, is_causal: bool = False) -> torch.Tensor:
         q, k, v = (t.float() for t in (q, k, v))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask.float(), is_causal=is_causal, scale=scale)
     return out[..., :width].to(dtype)
+
+
+def _cpu_compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype a product of ``t`` takes on a CPU: autocast's lower precision where CPU autocast is on, else ``t``'s."""
+    return torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else t.dtype
 
 
 def with_member_axis(ids: torch.Tensor, members: int) -> tuple[torch.Tensor, bool]:
