@@ -281,21 +281,22 @@ def test_a_compiled_packed_step_on_two_threads_gives_the_same_bytes_run_to_run(t
     assert not differ, f"weights differ between two identical runs: {differ}"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("arm", ["rope_sym", "ape_free"])
-def test_paper_c_compiled_step_follows_the_eager_one(tmp_path, arm):
+def toy_trainer(root, compile, arm, *, model=None, train=None):
+    """Paper C's toy model, small (its schema's settings; ``model`` and ``train`` change them), two seeds packed."""
     from posym.studies.c import training
 
     section = posym_config.validate(
-        {"studies": ["c"], "c": {"training": {"seeds": [0, 1], "task": {"length": 32}, "model": {"d_model": 32, "n_head": 2, "rotary_dim": 16},
-                                              "train": {"batch_size": 8, "max_steps": STEPS, "warmup_steps": 5, "device": "cpu"}}}}  # fmt: skip
+        {"studies": ["c"], "c": {"training": {"seeds": [0, 1], "task": {"length": 32}, "model": {"d_model": 32, "n_head": 2, "rotary_dim": 16, **(model or {})},
+                                              "train": {"batch_size": 8, "max_steps": STEPS, "warmup_steps": 5, "device": "cpu", **(train or {})}}}}  # fmt: skip
     )["c"]["training"]
+    objective = training.ArmObjective({**section, "train": {**section["train"], "compile": compile}}, arm, [0, 1], [root / "seed0", root / "seed1"])
+    return Trainer(objective)
 
-    def trainer(root, compile):
-        objective = training.ArmObjective({**section, "train": {**section["train"], "compile": compile}}, arm, [0, 1], [root / "seed0", root / "seed1"])
-        return Trainer(objective)
 
-    assert_follows(trainer(tmp_path / "eager", False), trainer(tmp_path / "compiled", True))
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["rope_sym", "ape_free"])
+def test_paper_c_compiled_step_follows_the_eager_one(tmp_path, arm):
+    assert_follows(toy_trainer(tmp_path / "eager", False, arm), toy_trainer(tmp_path / "compiled", True, arm))
 
 
 @pytest.mark.slow
@@ -303,17 +304,7 @@ def test_paper_c_compiled_bf16_step_follows_the_eager_one(tmp_path):
     """Heads of 32 dimensions: the compiled bf16 step materialises the patterns where the eager one runs the fused
     kernel in float32 (posym.nn.packing's ``_explicit_trains_faster``); the trajectory is compared as for paper A's
     bf16 step, every member's loss within 2 % of the eager step's at every step."""
-    from posym.studies.c import training
-
-    section = posym_config.validate(
-        {"studies": ["c"], "c": {"training": {"seeds": [0, 1], "task": {"length": 32}, "model": {"d_model": 64, "n_head": 2, "rotary_dim": 16},
-                                              "train": {"batch_size": 8, "max_steps": STEPS, "warmup_steps": 5, "device": "cpu", "precision": "bf16"}}}}  # fmt: skip
-    )["c"]["training"]
-
-    def trainer(root, compile):
-        objective = training.ArmObjective({**section, "train": {**section["train"], "compile": compile}}, "ape_free", [0, 1], [root / "seed0", root / "seed1"])
-        return Trainer(objective)
-
-    eager, fast = trainer(tmp_path / "eager", False), trainer(tmp_path / "compiled", True)
+    settings = {"model": {"d_model": 64}, "train": {"precision": "bf16"}}
+    eager, fast = toy_trainer(tmp_path / "eager", False, "ape_free", **settings), toy_trainer(tmp_path / "compiled", True, "ape_free", **settings)
     a, b = losses_of(eager), losses_of(fast)
     assert fast.compiled is not None and ((a - b).abs() / a).max() < 0.02, ((a - b).abs() / a).max()
