@@ -128,12 +128,80 @@ def test_an_unknown_kind_of_evidence_names_the_claim():
         claims.row("A-1", "acc", "1", "1", True, source=SPEC, evidence="measured")
 
 
+def verdict_frame(verdicts, kinds=None) -> pd.DataFrame:
+    return pd.DataFrame({"verdict": verdicts, "kind": kinds or ["trained"] * len(verdicts)})
+
+
 def test_the_headline_says_reproduced_only_when_every_claim_is():
-    assert claims.headline("paper B", ["reproduced", "reproduced", "partly", "not reproduced", "not testable here"]) == (
-        "paper B: 2 of 5 claims reproduced, 1 partly, 1 not reproduced, 1 not testable here"
+    assert claims.headline("paper B", verdict_frame(["reproduced", "reproduced", "partly", "not reproduced", "not testable here"])) == (
+        "paper B: 2 of 5 trained claims reproduced, 1 partly, 1 not reproduced, 1 not testable here"
     )
-    assert claims.headline("paper A", ["reproduced"] * 7) == "paper A: all 7 claims reproduced"
-    assert "reproduced" not in claims.headline("paper A", ["not reproduced"]).replace("not reproduced", "").replace("claims reproduced", "")
+    assert claims.headline("paper A", verdict_frame(["reproduced"] * 7)) == "paper A: all 7 trained claims reproduced"
+    assert claims.headline("paper A", verdict_frame(["not reproduced"] * 2)) == "paper A: 2 trained claims not reproduced"
+
+
+def test_the_headline_counts_trained_claims_apart_from_theory_released_data_and_code():
+    summary = verdict_frame(
+        ["reproduced", "not reproduced", "reproduced", "reproduced", "not testable here", "not testable here"],
+        ["trained", "trained", "theorem", "released", "code", "code"],
+    )
+    assert claims.headline("paper C", summary) == (
+        "paper C: 1 of 2 trained claims reproduced, 1 not reproduced; also its theory claim reproduced,"
+        " its released-data claim reproduced, 2 code claims not testable here"
+    )
+    # a summary recorded before ``kind`` existed: the kind is the first of its evidence
+    recorded = summary.drop(columns="kind").assign(evidence=["trained", "trained", "theorem", "released", "code", "code"])
+    assert claims.headline("paper C", recorded) == claims.headline("paper C", summary)
+    below = {"below": ["layers", "steps"], "line": "judged at …"}
+    assert claims.headline("paper C", summary, below).startswith("paper C (trained below the paper's size): 1 of 2 trained claims")
+    assert claims.headline("paper C", summary[summary["kind"] != "trained"]).startswith("paper C: no trained claims; its theory claim")
+
+
+def test_a_check_an_untrained_model_passes_supports_but_never_decides():
+    a3 = [
+        claims.row("A-3", "uniform at step 0", "0.999", ">= 0.9", True, source=SPEC, task="number", supporting="every untrained model passes it"),
+        claims.row("A-3", "pure symbolic heads", "0", ">= 7", False, source=SPEC, task="number"),
+    ]
+    summary = claims.summary([pd.DataFrame(a3)], CLAIMS).set_index("claim")
+    assert summary.loc["A-3", "verdict"] == claims.NOT_REPRODUCED
+    assert summary.loc["A-3", "ours"] == "0 of 1 deciding checks pass; supporting checks: 1 of 1 pass"
+    deciding, supporting = claims.split_checks([pd.DataFrame(a3)], next(c for c in CLAIMS if c["id"] == "A-3"))
+    assert deciding["check"].tolist() == ["pure symbolic heads"] and supporting["check"].tolist() == ["uniform at step 0"]
+    # without the deciding check, the claim is not judged at all: a supporting pass is not a partial result
+    assert claims.summary([pd.DataFrame(a3[:1])], CLAIMS).set_index("claim").loc["A-3", "verdict"] == claims.NOT_TESTABLE
+
+
+def test_checks_on_models_that_did_not_learn_make_a_claim_not_testable_at_this_size():
+    rows = [
+        claims.row("B-3", "deposit head", "baseline 3 %", "one head", None, source=SPEC, task="distance", untrained=True),
+        claims.row("B-3", "no deposit: NoPE", "baseline 4 %", "none dominant", None, source=SPEC, task="count", untrained=True),
+    ]
+    b3 = {"id": "B-3", "statement": "deposit", "paper": "", "evidence": ["trained"]}
+    scale = {"line": "judged at 2 layers × 2 heads; below the paper's size in layers", "below": ["layers"]}
+    summary = claims.summary([pd.DataFrame(rows)], [b3], scale).set_index("claim")
+    assert summary.loc["B-3", "verdict"] == claims.NOT_TESTABLE_AT_SIZE and "did not learn" in summary.loc["B-3", "ours"]
+    assert summary.loc["B-3", "judged at"] == scale["line"] and summary.loc["B-3", "kind"] == "trained"
+    # one check not tested for another reason (a variant not trained) leaves it "not testable here"
+    other = [rows[0], claims.row("B-3", "no deposit: RoPE", "not trained: rope", "none dominant", None, source=SPEC, task="count")]
+    assert claims.summary([pd.DataFrame(other)], [b3]).set_index("claim").loc["B-3", "verdict"] == claims.NOT_TESTABLE
+    with pytest.raises(ValueError, match="not tested"):
+        claims.row("B-3", "deposit head", "3 %", "one head", False, source=SPEC, untrained=True)
+    # the seed summary of a check untested on every seed keeps the reason
+    seeds = claims.with_seed_summary([claims.row("B-3", "deposit head", "3 %", "one", None, source=SPEC, seed=s, untrained=True) for s in (0, 1)])
+    assert seeds.set_index("seed").loc[claims.ALL_SEEDS, "untrained"] == "yes"
+
+
+def test_farthest_names_a_failing_check_before_a_passing_one_and_says_when_all_pass():
+    rows = [
+        claims.row("A-5", "letter at 500", "0.2", ">= 0.9", False, source=SPEC, ours=0.5, paper=0.955),
+        claims.row("A-5", "number at 100", "0.05", "<= 0.85", True, source=SPEC, ours=0.05, paper=0.74),
+    ]
+    summary = claims.summary([pd.DataFrame(rows)], CLAIMS).set_index("claim")
+    assert summary.loc["A-5", "distance"].startswith("letter at 500: 0.5 vs 0.955")
+    passing = claims.summary([pd.DataFrame(rows[1:])], CLAIMS).set_index("claim")
+    assert passing.loc["A-5", "distance"].endswith("(passes)")
+    unnumbered = [claims.row("A-5", "letter above number", "0.3", ">= 0.3", False, source=SPEC)]
+    assert claims.summary([pd.DataFrame(unnumbered)], CLAIMS).set_index("claim").loc["A-5", "distance"] == claims.NO_NUMBER
 
 
 def test_summary_reads_tables_back_from_csv(tmp_path):

@@ -56,7 +56,7 @@ def test_a_report_that_records_its_verdicts_is_shown_as_recorded(tmp_path):
     ]
     (report / "manifest.json").write_text(json.dumps({"created": "2026-12-04", "studies": {"b": {}}, "verdicts": {"b": verdicts}}))
     block = committed.readme_block(reports)
-    assert "| [abc1234-cfg0123456789](reports/abc1234-cfg0123456789/index.html) | b | paper B: 1 of 2 claims reproduced, 1 not reproduced |" in block
+    assert "| [abc1234-cfg0123456789](reports/abc1234-cfg0123456789/index.html) | b | paper B: 1 of 2 trained claims reproduced, 1 not reproduced |" in block
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{committed.BEGIN}\nstale\n{committed.END}\ntail\n")
     page = tmp_path / "docs" / "paper_b.md"

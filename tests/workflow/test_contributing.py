@@ -59,7 +59,7 @@ def test_a_new_study_is_one_folder_and_one_config_section(toy_run):
     manifest = json.loads((report / "manifest.json").read_text())
     assert set(manifest["studies"]) == {"toy"} and manifest["config"]["report"]["title"] is None
     verdict = manifest["verdicts"]["toy"][0]["verdict"]  # the title follows it
-    assert f"<h1>posym: toy study: {'its claim reproduced' if verdict == 'reproduced' else '0 of 1 claims reproduced'}" in html
+    assert f"<h1>posym: toy study: {'its trained claim reproduced' if verdict == 'reproduced' else '1 trained claim ' + verdict}" in html
 
 
 def test_studies_run_side_by_side_in_one_dag(toy_run, tmp_path):

@@ -38,10 +38,13 @@ KEPT_STATES = 8
 #: refuse a configuration before any job runs and change nothing a job writes. tests/core/test_code.py checks
 #: that every loader is named here or there.
 LOADERS = {
-    "posym.data.tasks": "tasks",
-    "posym.nn.architectures": "architecture",
-    "posym.pipeline.variants": "variants",
+    "posym.data.tasks": ("tasks",),
+    "posym.nn.architectures": ("architecture",),
+    "posym.pipeline.variants": ("variants",),
+    "posym.pipeline.scale": ("variants", "paper"),  # the trained size, and the paper's
 }
+#: Every study module a loader of :data:`LOADERS` loads.
+LOADED = frozenset(name for names in LOADERS.values() for name in names)
 #: Loaders whose loads are not a job's code: the configuration checks (above) and the jobs tables, which name the
 #: commands and their arguments.
 NOT_LOADERS = {
@@ -194,12 +197,13 @@ def _loaded(name: str) -> list[str]:
 
     found = []
     for study in registry.known():
-        base = registry.folder(study) / LOADERS[name]
-        module = f"posym.studies.{study}.{LOADERS[name]}"
-        if base.with_suffix(".py").is_file():
-            found.append(module)
-        elif (base / "__init__.py").is_file():
-            found += [module] + [f"{module}.{p.stem}" for p in sorted(base.glob("*.py")) if p.stem != "__init__"]
+        for loaded in LOADERS[name]:
+            base = registry.folder(study) / loaded
+            module = f"posym.studies.{study}.{loaded}"
+            if base.with_suffix(".py").is_file():
+                found.append(module)
+            elif (base / "__init__.py").is_file():
+                found += [module] + [f"{module}.{p.stem}" for p in sorted(base.glob("*.py")) if p.stem != "__init__"]
     return found
 
 

@@ -220,17 +220,25 @@ def study_verdicts(study: dict) -> pd.DataFrame:
     """The claims summary of one study of the plan (posym.pipeline.claims.summary), from its claims' tables."""
     applicable = [c for c in study["claims"] if c["applicable"]]
     tables = [pd.read_csv(c["outputs"][0]["files"]["csv"], dtype=str, keep_default_na=False) for c in applicable]
-    return claims.summary(tables, study["claims"])
+    return claims.summary(tables, study["claims"], study.get("scale"))
 
 
 def verdict_title(plan: list[dict], summaries: list[pd.DataFrame]) -> str:
     """The report's title from its verdicts: each study's headline (posym.pipeline.claims.headline)."""
-    return "posym: " + "; ".join(claims.headline(s["name"], v["verdict"]) for s, v in zip(plan, summaries))
+    return "posym: " + " · ".join(claims.headline(s["name"], v, s.get("scale")) for s, v in zip(plan, summaries))
 
 
 def _why_html(why: str) -> str:
     """A claim's failing and untested deciding checks (posym.pipeline.claims.why), below its count of checks."""
     return "".join(f'<div class="why">{_esc(part)}</div>' for part in why.split(" | ")) if why else ""
+
+
+def scale_html(scale: dict | None) -> list[str]:
+    """The line that says what size the study's trained claims were judged at, beside the paper's."""
+    if not scale:
+        return ['<p class="scale">Scale: this study does not state the size it trained at.</p>']
+    mark = ' <strong class="below">Below the paper\'s size.</strong>' if scale.get("below") else ""
+    return [f'<p class="scale">Scale: {_esc(scale["line"])}.{mark}</p>']
 
 
 def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
@@ -240,24 +248,25 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
     name = study["name"]
     applicable_claims = [c for c in study["claims"] if c["applicable"]]
     claim_rows = []
-    for c in summary.itertuples(index=False):
-        judged = c.verdict not in (claims.NOT_TESTABLE, claims.NOT_APPLICABLE)
+    for c in summary.rename(columns={"judged at": "judged_at"}).itertuples(index=False):
+        judged = c.verdict not in (claims.NOT_TESTABLE, claims.NOT_TESTABLE_AT_SIZE, claims.NOT_APPLICABLE)
         verdict = f'<a href="#{sid}-claims">{_esc(c.verdict)}</a>' if judged else _esc(c.verdict)
         claim_rows.append(
             f"<tr><td>{_esc(c.claim)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td>"
             f"<td>{_esc(c.distance) or '—'}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
-            f"<td>{_esc(c.ours)}{_why_html(c.why)}</td></tr>"
+            f"<td class=\"judged\">{_esc(getattr(c, 'judged_at', ''))}</td><td>{_esc(c.ours)}{_why_html(c.why)}</td></tr>"
         )
-    headline = claims.headline(name, summary["verdict"])
+    headline = claims.headline(name, summary, study.get("scale"))
     body = [
         f'<h2 id="{sid}">{_esc(name[0].upper() + name[1:])}: {_esc(study["title"])}</h2>',
         f"<p>{_esc(study['source'])}</p>",
         f'<p class="headline">{_esc(headline[0].upper() + headline[1:])}.</p>',
+        *scale_html(study.get("scale")),
         f'<h3 id="{sid}-summary">Claims</h3>',
-        '<table class="table"><thead><tr><th>claim</th><th>verdict</th><th>farthest from the paper</th><th>statement</th>'
-        "<th>paper</th><th>decided by</th><th>checks, and why not reproduced</th></tr></thead><tbody>",
+        '<div class="wide"><table class="table"><thead><tr><th>claim</th><th>verdict</th><th>farthest from the paper</th><th>statement</th>'
+        "<th>paper</th><th>decided by</th><th>judged at</th><th>checks, and why not reproduced</th></tr></thead><tbody>",
         *claim_rows,
-        "</tbody></table>",
+        "</tbody></table></div>",
         *_checklist(study["id"], [i for i in study["items"] if i["paper"]], "Tables and figures of the paper"),
         *_checklist(study["id"], [i for i in study["items"] if not i["paper"]], "posym's additions"),
     ]
@@ -282,10 +291,15 @@ def _evidence_html() -> list[str]:
         '<h2 id="verdicts">How to read the verdicts</h2>',
         f"<p>A claim is <em>{claims.REPRODUCED}</em> when every check that decides it was tested and passes;"
         f" <em>{claims.PARTLY}</em> when some fail or were not tested; <em>{claims.NOT_REPRODUCED}</em> when none that was"
-        f" tested passes; <em>{claims.NOT_TESTABLE}</em> when no deciding check could run here (the claims table says"
-        f" what it needs), or the claim is decided by code checks alone; <em>{claims.NOT_APPLICABLE}</em> when its"
-        " analysis does not apply to the configuration. Each claim names the kinds of evidence that decide it; checks of"
-        " other kinds are supporting evidence and never make a claim reproduced.</p>",
+        f" tested passes; <em>{claims.NOT_TESTABLE_AT_SIZE}</em> when every deciding check reads a model that did not"
+        f" learn its task at the size this run trained; <em>{claims.NOT_TESTABLE}</em> when no deciding check could run"
+        f" here (the claims table says what it needs), or the claim is decided by code checks alone;"
+        f" <em>{claims.NOT_APPLICABLE}</em> when its analysis does not apply to the configuration. Each claim names the"
+        " kinds of evidence that decide it; checks of other kinds are supporting evidence and never make a claim"
+        " reproduced. So is a check that a model which learned nothing would pass (a one-sided bound that chance"
+        " accuracy meets, a property of initialisation): its row says why. Headlines count the claims decided on"
+        " models this run trained apart from those decided by theory, the authors' released data, code or a"
+        " substitute model, and every study says the size it trained at beside the paper's.</p>",
         f'<table class="table"><thead><tr><th>evidence</th><th>meaning</th></tr></thead><tbody>{rows}</tbody></table>',
     ]
 
@@ -327,7 +341,9 @@ def render(
         "table.table{border-collapse:collapse;margin:0.5em 0 1.5em}"
         ".table td,.table th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;font-size:0.9em}"
         ".verdict-reproduced{color:#1e7b34}.verdict-not-reproduced{color:#b03a2e}.verdict-partly{color:#b9770e}"
-        ".verdict-not-testable-here,.na{color:#777}.headline{font-weight:bold}.why{font-size:85%;color:#555;margin-top:.3em}"
+        ".verdict-not-testable-here,.verdict-not-testable-at-this-size,.na{color:#777}.headline{font-weight:bold}"
+        ".why{font-size:85%;color:#555;margin-top:.3em}.scale{color:#333}.below{color:#b03a2e}.judged{font-size:85%}"
+        ".wide{overflow-x:auto}"
         "figcaption{font-size:0.9em;color:#444}"
     )
     return (
@@ -374,6 +390,7 @@ def build(
             _copy(path, tmp / "benchmarks")
         summaries = [study_verdicts(study) for study in plan]
         info["verdicts"] = {study["id"]: summary.to_dict("records") for study, summary in zip(plan, summaries)}
+        info["scale"] = {study["id"]: study.get("scale") for study in plan}
         info["files"] = _hashes(tmp)
         if out.exists() and any(out.iterdir()):
             existing = read_json(out / "manifest.json")

@@ -25,6 +25,7 @@ from jsonschema import Draft7Validator
 
 from posym import registry
 from posym.pipeline import claims as claims_module
+from posym.pipeline import scale
 from posym.pipeline import paths, variants
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "study.schema.yaml"
@@ -483,6 +484,7 @@ class Study:
                 for c in self.claims
             ],
             "notebooks": [self.executed(nb.name) for nb in self.runnable(config)],
+            "scale": scale.of_study(self.id, config[self.id]),
         }
 
 

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from posym.pipeline.scale import Scale
+
+#: The paper's models (spec §A3): 12 layers of one head, 17-token inputs, one epoch of 432,000 at batch 64 (6750
+#: steps, spec §A3's reading of Fig 2), one training seed (42, spec §A2).
+SCALE = Scale(layers=12, heads=1, positions=17, steps=6750, batch=64, seeds=1)
+
 # §A5 [FIG, Fig. 2A]: first step at which each accuracy curve reaches the threshold.
 HOP_CROSSINGS = pd.DataFrame(
     [

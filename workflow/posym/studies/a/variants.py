@@ -5,6 +5,16 @@ variant each, trained once per recipe (the choices differ only after training). 
 from __future__ import annotations
 
 from posym.pipeline import variants
+from posym.pipeline.scale import Scale
+
+#: Tokens of a training input (spec §A1, correction 4: 8 target window + 8 pre-target + the query).
+TRAIN_TOKENS = 17
+
+
+def trained_scale(section: dict) -> Scale:
+    """The size of the plain runs that claims A-1 … A-5 judge."""
+    model, train = section["model"], section["train"]
+    return Scale(model["n_layer"], model["n_head"], TRAIN_TOKENS, train["steps"], train["batch_size"], len(section["seeds"]))
 
 #: The run set of the fidelity notebook.
 FIDELITY = "fidelity"

@@ -7,6 +7,12 @@ ever appear in "paper" columns beside posym's measurements; nothing in the pipel
 
 from __future__ import annotations
 
+from posym.pipeline.scale import Scale
+
+#: The paper's encoder (spec §B3): 6 layers of 16 heads over 128 positions, batch 512 for 100 epochs (13,700 steps:
+#: the schema's b.train.steps), one seed (42).
+SCALE = Scale(layers=6, heads=16, positions=128, steps=13700, batch=512, seeds=1)
+
 #: Spec §B6: test accuracy (%) by (variant, task), as the notes report it; words where the notes give no number.
 #: The variants are the study's default names (``rope`` = the paper's "RoPE", RoPE plus the additive sinusoid;
 #: ``partial_rope_<k>`` = RoPE on k heads, ``partial_rope_all`` on all 16 of the paper's).

@@ -5,6 +5,14 @@ overrides of ``b.model`` / ``b.train``), trained for the tasks that ``b.runs`` l
 from __future__ import annotations
 
 from posym.pipeline import variants
+from posym.pipeline.scale import Scale
+
+
+def trained_scale(section: dict) -> Scale:
+    """The size of the baseline that claims B-1 … B-5 judge (a variant may train longer: MLA's own steps)."""
+    model, train = section["model"], section["train"]
+    positions = max(section["data"][task]["length"] for task in section["tasks"])
+    return Scale(model["n_layer"], model["n_head"], positions, train["steps"], train["batch_size"], len(section["seeds"]))
 
 
 def run_grid(section: dict) -> variants.RunGrid:

@@ -5,6 +5,12 @@ Values are the paper's own rounding; ``None`` where it prints a symbol rather th
 
 from __future__ import annotations
 
+from posym.pipeline.scale import Scale
+
+#: The constrained training's toy model (spec §C6): 2 attention-only layers of 4 heads over 256 positions, 6000
+#: steps of 64 sequences, 5 seeds per arm.
+SCALE = Scale(layers=2, heads=4, positions=256, steps=6000, batch=64, seeds=5)
+
 #: The seven models of Table 2, in the paper's order: name in the authors' cache -> (label, d_k, positions, norm).
 MODELS = {
     "gpt2": ("GPT-2", 64, "abs", "LN"),

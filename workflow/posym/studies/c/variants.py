@@ -7,6 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from posym.pipeline import variants
+from posym.pipeline.scale import Scale
+
+
+def trained_scale(section: dict) -> Scale:
+    """The size of the constrained training that claim C-4 judges (steps: the cap; seeds may stop earlier)."""
+    training = section["training"]
+    model, train = training["model"], training["train"]
+    return Scale(model["n_layer"], model["n_head"], training["task"]["length"], train["max_steps"], train["batch_size"], len(training["seeds"]))
 
 #: The task of every arm's runs (the random-map stream of c.training.task).
 TASK = "random_map"
