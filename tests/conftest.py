@@ -335,6 +335,38 @@ def tiny_run(tmp_path_factory) -> Path:
     return workdir
 
 
+# ------------------------------------------------------------------------------------------ discrimination
+
+
+def assert_untrained_models_decide_nothing(workdir: Path, study_id: str) -> None:
+    """A run of the test configurations trains models that learn nothing (chance-level accuracy): on them, every
+    claim decided on trained models is "not reproduced" or "not testable at this size" ("not testable here" only
+    where the configuration trains none of the models a claim reads: paper B's toy grid has no partial_rope_all
+    for B-4), and no check that decides such a claim passes (posym.pipeline.claims.split_checks). A check that
+    passes here, on a model that learned nothing, cannot tell a reproduction from noise: it must be marked
+    supporting, or gated on the model having learned its task."""
+    import json
+
+    import pandas as pd
+
+    from posym.pipeline import claims, study
+
+    manifest = json.loads((report_dir(workdir) / "manifest.json").read_text())
+    verdicts = {row["claim"]: row for row in manifest["verdicts"][study_id]}
+    tables = [pd.read_csv(path, dtype=str, keep_default_na=False) for path in sorted((Path(workdir) / "results" / study_id / "tables").glob("claims_*.csv"))]
+    trained = [c for c in study.load(study_id).claims if c.evidence[0] == "trained"]
+    assert trained, f"study {study_id} has no claim decided on trained models"
+    for claim in trained:
+        deciding, _ = claims.split_checks(tables, {"id": claim.id, "evidence": list(claim.evidence)})
+        passing = deciding[deciding["verdict"] == "pass"]
+        assert passing.empty, f"{claim.id}: deciding checks pass on a model that learned nothing: {passing[['task', 'check', 'measured']].to_dict('records')}"
+        verdict = verdicts[claim.id]["verdict"]
+        if verdict == claims.NOT_TESTABLE:
+            assert deciding["measured"].str.startswith("not trained: ").all(), (claim.id, deciding["measured"].tolist())
+        else:
+            assert verdict in (claims.NOT_REPRODUCED, claims.NOT_TESTABLE_AT_SIZE), (claim.id, verdicts[claim.id])
+
+
 # ------------------------------------------------------------------------------------------ SLURM test cluster
 
 

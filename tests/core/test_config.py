@@ -87,16 +87,17 @@ def test_a_study_section_is_filled_only_when_the_study_runs():
 # The hash part of a report version (reports/<code>-cfg<hash>) of the shipped configurations, over config.yaml. The
 # hash covers the validated configuration (every default filled in), so a new setting, a new default or a change of
 # what the hash covers renames the report versions of every configuration: pinned here so that it happens only on
-# purpose. The last change: paper B's Toeplitz check compares float64 with float64, its default tolerance 1e-9
-# (was 1e-5 on float32 logits); it renames every configuration that runs paper B.
+# purpose. The last change: the new claim thresholds b.claims.deposit_share / deposit_gap (B-3's controls and B-5
+# judged by one dominant head) and c.training.claims.contrast_q (C-4's significance); they rename every
+# configuration that runs paper B or C.
 VERSION_HASHES = {
-    (): "47205e0349",
+    (): "b2298a3311",
     ("tests/configs/tiny.yaml",): "b74bebc77e",
-    ("configs/bf16.yaml",): "4d4678da44",
+    ("configs/bf16.yaml",): "406d7b3cfa",
     ("configs/quick.yaml",): "6b5682ed99",
     ("configs/quick.yaml", "configs/bf16.yaml"): "fa67554792",
-    ("configs/paper_b.yaml",): "c2b4ef3936",
-    ("configs/paper_c.yaml",): "8fbf660026",
+    ("configs/paper_b.yaml",): "014d17b51c",
+    ("configs/paper_c.yaml",): "1933bcbccf",
 }
 
 

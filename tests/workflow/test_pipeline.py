@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, TINY, planned_jobs, report_dir, snakemake
+from conftest import REPO, TINY, assert_untrained_models_decide_nothing, planned_jobs, report_dir, snakemake
 from posym.pipeline import figures, report, study
 
 PAPER_A = study.load("a")
@@ -65,20 +65,44 @@ def test_report_holds_its_figures_tables_and_notebooks(tiny_run):
 
 
 def test_the_title_follows_the_verdicts(tiny_run):
-    """The tiny run fails claims, so its title says how many are reproduced, never "paper A reproduced"."""
+    """The tiny run fails claims, so its title says how many are reproduced, never "paper A reproduced", and counts
+    the claims decided on the models it trained apart from the theorem (A-6) and the substitute model (A-7)."""
     from posym.pipeline import claims
 
     report = report_dir(tiny_run)
-    verdicts = [c["verdict"] for c in json.loads((report / "manifest.json").read_text())["verdicts"]["a"]]
+    manifest = json.loads((report / "manifest.json").read_text())
+    verdicts = pd.DataFrame(manifest["verdicts"]["a"])
     html = (report / "index.html").read_text()
-    assert claims.NOT_REPRODUCED in verdicts and claims.REPRODUCED in verdicts  # A-6 (a theorem) reproduces
-    assert f"<h1>posym: {claims.headline('paper A', verdicts)}</h1>" in html
-    assert "of 7 claims reproduced" in html and "all 7" not in html
+    assert claims.REPRODUCED in set(verdicts["verdict"])  # A-6 (a theorem) reproduces
+    assert f"<h1>posym: {escape(claims.headline('paper A', verdicts, manifest['scale']['a']))}</h1>" in html
+    assert "paper A (trained below the paper&#x27;s size): 5 trained claims not reproduced; also its theory claim reproduced" in html
+    assert "all 7" not in html and "of 7 claims" not in html
     assert html.count("<td>trained</td>") == 5 + 1 and "How to read the verdicts" in html  # A-1 … A-5, and the legend
     # each claim not reproduced says why: its failing checks, with what was measured and what was expected
     for claim in json.loads((report / "manifest.json").read_text())["verdicts"]["a"]:
         if claim["verdict"] in (claims.NOT_REPRODUCED, claims.PARTLY):
             assert claim["why"].startswith("fails: ") and f'<div class="why">{escape(claim["why"].split(" | ")[0])}</div>' in html
+
+
+def test_no_deciding_check_passes_on_the_tiny_runs_untrained_models(tiny_run):
+    """The tiny config's models end at 1-3 % test accuracy: a check they pass decides nothing."""
+    assert_untrained_models_decide_nothing(tiny_run, "a")
+
+
+def test_every_page_and_claim_row_says_the_size_it_was_judged_at(tiny_run):
+    from posym.pipeline import scale
+
+    report = report_dir(tiny_run)
+    manifest = json.loads((report / "manifest.json").read_text())
+    size = manifest["scale"]["a"]
+    assert size["ours"]["layers"] == 2 and size["ours"]["steps"] == 60 and size["paper"]["layers"] == 12
+    assert {"layers", "steps", "batch"} <= set(size["below"]) and scale.is_below(size)
+    html = (report / "index.html").read_text()
+    assert f'<p class="scale">Scale: {escape(size["line"])}. <strong class="below">Below the paper&#x27;s size.</strong></p>' in html
+    assert "judged at 2 layers × 1 head, 17 positions, 60 steps × batch 32, 1 seed; the paper 12 layers × 1 head" in size["line"]
+    rows = {row["claim"]: row for row in manifest["verdicts"]["a"]}
+    assert all(rows[c]["judged at"] == size["line"] for c in ("A-1", "A-2", "A-3", "A-4", "A-5"))
+    assert rows["A-6"]["judged at"] == "exact computation, no training" and rows["A-7"]["judged at"] == "a substitute model"
 
 
 def test_length_table_sets_ours_beside_the_paper(tiny_run):

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import CONFIG_MATRIX, copy_repo, planned_jobs, report_dir, snakemake
+from conftest import CONFIG_MATRIX, assert_untrained_models_decide_nothing, copy_repo, planned_jobs, report_dir, snakemake
 
 B_CONFIG = CONFIG_MATRIX["b"]
 
@@ -59,6 +59,11 @@ def test_the_report_has_paper_b_with_every_claim(b_run):
     # B-4 needs partial_rope_all, which the toy grid does not train: said, not passed.
     b4 = table(b_run, "claims_B4")
     assert list(b4["verdict"]) == ["not tested"] and "partial_rope_all" in b4.iloc[0]["measured"]
+
+
+def test_no_deciding_check_passes_on_the_toy_runs_untrained_models(b_run):
+    """tests/configs/b.yaml trains for 8 steps: its models learn nothing, so no check that decides a claim passes."""
+    assert_untrained_models_decide_nothing(b_run, "b")
 
 
 def test_editing_one_variant_reruns_only_its_jobs(b_run):

@@ -241,12 +241,12 @@ def verdict_of(table: pd.DataFrame, check: str) -> str:
 
 def test_b1_and_b2_verdicts_follow_the_numbers():
     good = runs_frame({("rope", "distance"): 90, ("nope", "distance"): 20, ("alibi", "distance"): 59, ("nope", "count"): 70, ("rope", "count"): 60, ("mla", "count"): 95})
-    b1 = results.claim_b1(good)
+    b1 = results.claim_b1(good, 50)
     assert verdict_of(b1, "RoPE accuracy") == ["pass"] and verdict_of(b1, "RoPE − NoPE") == ["pass"] and verdict_of(b1, "RoPE − ALiBi") == ["pass"]
-    assert verdict_of(results.claim_b2(good), "NoPE − RoPE") == ["pass"] and verdict_of(results.claim_b2(good), "MLA") == ["pass"]
+    assert verdict_of(results.claim_b2(good, 50), "NoPE − RoPE") == ["pass"] and verdict_of(results.claim_b2(good, 50), "MLA") == ["pass"]
     bad = good.assign(accuracy=lambda f: np.where((f["variant"] == "alibi"), 70, f["accuracy"]))
-    assert verdict_of(results.claim_b1(bad), "RoPE − ALiBi") == ["fail"]
-    missing = results.claim_b1(good[good["variant"] != "nope"])
+    assert verdict_of(results.claim_b1(bad, 50), "RoPE − ALiBi") == ["fail"]
+    missing = results.claim_b1(good[good["variant"] != "nope"], 50)
     assert verdict_of(missing, "RoPE − NoPE") == ["not tested"] and "not trained: nope" in missing.iloc[1]["measured"]
 
 
@@ -279,6 +279,10 @@ def test_b4_is_not_tested_when_the_reference_model_learned_nothing():
     assert verdict_of(table, "all heads") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
 
 
+#: B-3's and B-5's dominance thresholds at the schema's defaults (b.claims.deposit_share, deposit_gap).
+DOMINANCE = {"deposit_share": 0.25, "deposit_gap": 10.0}
+
+
 def ablation_frame(variant, task, drops: dict, baseline=0.9, layers=2, heads=4) -> pd.DataFrame:
     rows = [
         {"variant": variant, "task": task, "seed": 0, "layer": l, "head": h, "baseline": baseline, "drop": drops.get((l, h), 0.5), "mode": "head", "n": 100}
@@ -292,33 +296,60 @@ def test_b3_needs_exactly_one_layer_0_head_and_quiet_controls():
     # the paper's controls: NoPE and RoPE on Task 2 (NoPE does not learn Task 1)
     controls = [ablation_frame("nope", "count", {}, baseline=0.6), ablation_frame("rope", "count", {(1, 1): 3}, baseline=0.7)]
     deposit_in_layer_0 = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60}), *controls])
-    table = results.claim_b3(deposit_in_layer_0, 50)
+    table = results.claim_b3(deposit_in_layer_0, 50, DOMINANCE)
     assert set(table["verdict"]) == {"pass", "observation"} and len(table) == 5
     share = table.set_index("check").loc["top head's share of the summed drop"]
     assert share["verdict"] == "observation" and share["ours"] == pytest.approx(60 / (60 + 7 * 0.5))  # 7 heads at 0.5
     assert set(table.loc[table["check"].str.startswith("no deposit"), "task"]) == {"count"}
     deposit = table.set_index("check").loc["one layer-0 deposit head"]
     assert (deposit["ours"], deposit["paper"], deposit["difference"]) == (60, results.DEPOSIT_DROP, 0)  # the notes' ≈ 60
-    assert table.set_index("check").loc["no deposit: RoPE on Task 2", "ours"] == 3
+    assert table.set_index("check").loc["no deposit: RoPE on Task 2", "ours"] == pytest.approx(3 / (3 + 7 * 0.5))  # its top head's share
     two_heads = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (0, 3): 45}), *controls])
-    assert verdict_of(results.claim_b3(two_heads, 50), "one layer-0") == ["fail"]
+    assert verdict_of(results.claim_b3(two_heads, 50, DOMINANCE), "one layer-0") == ["fail"]
     in_layer_1 = pd.concat([ablation_frame("rope", "distance", {(1, 2): 60, (0, 1): 4}), *controls])
-    deposit = results.claim_b3(in_layer_1, 50).set_index("check").loc["one layer-0 deposit head"]
+    deposit = results.claim_b3(in_layer_1, 50, DOMINANCE).set_index("check").loc["one layer-0 deposit head"]
     assert deposit["verdict"] == "fail"
     assert deposit["ours"] == 4 and "layer 0's largest L0 H1 4.0" in deposit["measured"]  # the paper's ≈ 60 is layer 0's
     noisy = pd.concat([ablation_frame("rope", "distance", {(0, 2): 60, (1, 0): 8}), *controls])
-    assert verdict_of(results.claim_b3(noisy, 50), "every other") == ["fail"]
+    assert verdict_of(results.claim_b3(noisy, 50, DOMINANCE), "every other") == ["fail"]
     untrained = pd.concat([ablation_frame("rope", "distance", {}, baseline=0.05), *controls])
-    table = results.claim_b3(untrained, 50)
+    table = results.claim_b3(untrained, 50, DOMINANCE)
     assert verdict_of(table, "one layer-0") == ["not tested"] and "did not learn" in table.iloc[0]["measured"]
     assert "reaches 5.0 % on the 100 samples ablated" in table.iloc[0]["measured"]  # not the full test split's accuracy
 
 
 def test_b5_reads_the_mla_ablation():
-    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 12}), 50), "no deposit") == ["pass"]
-    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 25}), 50), "no deposit") == ["fail"]
-    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {}, baseline=0.1), 50), "no deposit") == ["not tested"]
-    assert verdict_of(results.claim_b5(ablation_frame("rope", "distance", {}), 50), "no deposit") == ["not tested"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 8}), 50, DOMINANCE), "no deposit") == ["pass"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", {(0, 1): 25}), 50, DOMINANCE), "no deposit") == ["fail"]
+    untrained = results.claim_b5(ablation_frame("mla", "distance", {}, baseline=0.1), 50, DOMINANCE)
+    assert verdict_of(untrained, "no deposit") == ["not tested"] and untrained["untrained"].tolist() == ["yes"]
+    assert verdict_of(results.claim_b5(ablation_frame("rope", "distance", {}), 50, DOMINANCE), "no deposit") == ["not tested"]
+
+
+def test_no_deposit_is_judged_by_concentration_not_by_the_size_of_the_drops():
+    """The paper's "no deposit pattern" is the absence of one dominant head: a trained model whose every head costs
+    30 points has none; one head carrying most of the summed drop, well ahead of the second, is one."""
+    spread = {(l, h): 30 + h for l in range(2) for h in range(4)}  # every head matters, none stands out
+    table = results.claim_b5(ablation_frame("mla", "distance", spread), 50, DOMINANCE).set_index("check").iloc[0]
+    assert table["verdict"] == "pass" and table["ours"] == pytest.approx(33 / sum(spread.values()))
+    assert "above the second" in table["measured"] and "25%" in table["expected"]
+    dominant = results.claim_b5(ablation_frame("mla", "distance", {**{k: 2.0 for k in spread}, (0, 0): 40}), 50, DOMINANCE)
+    assert verdict_of(dominant, "no deposit") == ["fail"]
+    # a large share with a small lead (two heads share the work) is not one dominant head, nor is a lead with a small share
+    pair = {**{k: 0.0 for k in spread}, (0, 0): 40, (0, 1): 35}
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", pair), 50, DOMINANCE), "no deposit") == ["pass"]
+    assert verdict_of(results.claim_b5(ablation_frame("mla", "distance", pair), 50, {"deposit_share": 0.25, "deposit_gap": 5}), "no deposit") == ["fail"]
+    found = results.concentration(ablation_frame("rope", "count", pair))
+    assert (found["head"], found["gap"], found["share"]) == ("L0 H0", 5.0, pytest.approx(40 / 75))
+
+
+def test_b1_and_b2_read_their_gaps_only_where_the_models_learned():
+    """A RoPE model that learned a little is 30 points above two at chance; two models at chance are ordered by noise."""
+    weak = runs_frame({("rope", "distance"): 40, ("nope", "distance"): 5, ("alibi", "distance"): 6, ("nope", "count"): 8, ("rope", "count"): 6})
+    b1, b2 = results.claim_b1(weak, 50), results.claim_b2(weak, 50)
+    assert verdict_of(b1, "RoPE − NoPE") == verdict_of(b1, "RoPE − ALiBi") == ["not tested"] and set(b1.loc[1:, "untrained"]) == {"yes"}
+    assert verdict_of(b1, "RoPE accuracy") == ["fail"]
+    assert verdict_of(b2, "NoPE − RoPE") == ["not tested"] and "did not learn Task 2" in b2.iloc[0]["measured"]
 
 
 def test_the_paper_numbers_are_only_the_notes():

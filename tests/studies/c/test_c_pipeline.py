@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import CONFIG_MATRIX, build_tiny_gguf_llm, copy_repo, planned_jobs, report_dir, snakemake
+from conftest import CONFIG_MATRIX, assert_untrained_models_decide_nothing, build_tiny_gguf_llm, copy_repo, planned_jobs, report_dir, snakemake
+from posym.pipeline import claims as verdict_rules
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +35,12 @@ def test_every_claim_passes_and_the_report_shows_the_tables(c_run):
     assert "paper C" in html and "C-5" in html
 
 
+def test_no_deciding_check_passes_on_the_toy_trainings_untrained_models(c_run):
+    """tests/configs/tiny.yaml's constrained training runs tens of steps: no model learns the random-map task, so
+    no check that decides claim C-4 passes (its formation floor is raised only to exercise the formation code)."""
+    assert_untrained_models_decide_nothing(c_run, "c")
+
+
 def test_the_real_model_analyses_run_on_the_converted_gguf(c_run):
     """C-6's code path on a random 2-layer GQA Llama: every head measured, the tables beside the paper's rows, and
     verdicts that are measured (a random model need not pass them)."""
@@ -46,6 +53,10 @@ def test_the_real_model_analyses_run_on_the_converted_gguf(c_run):
     claims = pd.read_csv(tables / "claims_C6.csv")
     assert len(claims) == 4 and set(claims["verdict"]) <= {"pass", "fail", "observation"}
     assert claims["check"].str.startswith("tiny-gguf (substitute)").all()
+    # random weights learned nothing: no check that decides C-6 passes on them (the top-5 percentile only supports)
+    deciding, supporting = verdict_rules.split_checks([claims], {"id": "C-6", "evidence": ["substitute"]})
+    assert len(deciding) == 2 and not (deciding["verdict"] == "pass").any()
+    assert supporting["check"].str.contains("median D_head percentile").all()
     assert (c_run / "results" / "c" / "figures" / "fig1_real_models.png").is_file()
     assert "C-6" in (report_dir(c_run) / "index.html").read_text()
 

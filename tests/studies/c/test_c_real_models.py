@@ -95,6 +95,8 @@ def test_c6_can_pass_fail_or_go_untested(measured):
     # ρ(dir_frac, prev) is shown, never judged: the paper finds it positive with absolute positions too
     assert list(rm.claim_c6(pd.DataFrame([good]), easy)["verdict"]) == ["observation", "pass", "pass", "pass"]
     assert list(rm.claim_c6(pd.DataFrame([row]), impossible)["verdict"]) == ["observation", "fail", "fail", "fail"]
+    # a random model's median percentile sits near 0.5: that check supports, the Im(M_t) ablation decides
+    assert [bool(s) for s in rm.claim_c6(pd.DataFrame([row]), easy)["supporting"]] == [False, True, False, False]
     unmeasured = {k: v for k, v in row.items() if not k.startswith("im_")} | {"pairing": "none"}
     verdicts = rm.claim_c6(pd.DataFrame([unmeasured]), thresholds).set_index("check")["verdict"]
     assert list(verdicts)[1:] == ["not tested"] * 3

@@ -211,17 +211,35 @@ def test_a_longer_run_goes_on_from_a_shorter_ones_last_checkpoint_and_a_shorter_
 # ------------------------------------------------------------------------------------------------ statistics
 
 
-def test_table4_contrasts_and_claims_are_computed_and_can_fail():
-    section = settings(run=["ape_free", "ape_sym", "rope_free", "rope_sym", "rope_imag"], seeds=[0, 1, 2, 3, 4])
-    steps = {"ape_free": [600] * 5, "rope_free": [900, 900, 1000, 900, 1000], "rope_imag": [1300, 1100, 1300, 1500, 1200],
-             "rope_sym": [1500, 1700, 1400, 1600, 1600], "ape_sym": [1800, 1500, 2000, 1600, 1800]}  # fmt: skip
+def runs_of(section: dict, steps: dict) -> pd.DataFrame:
+    """A per-arm runs table as the arms' jobs write it: each arm's formation steps by seed (NaN: never formed)."""
     rows = []
     for arm, values in steps.items():
         spec = section["arms"][arm]
         for seed, step in enumerate(values):
             rows.append({"arm": arm, "seed": seed, "position": spec["position"], "penalty": spec["penalty"], "formation_step": float(step),
-                         "formed": True, "final_ce_pred": 0.5, "prev_rope_imag_frac": 0.9, "prev_dir_frac": 0.005})  # fmt: skip
-    runs = pd.DataFrame(rows)
+                         "formed": not math.isnan(step), "final_ce_pred": 0.5, "prev_rope_imag_frac": 0.9, "prev_dir_frac": 0.005})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+#: Five seeds an arm in the paper's order, each contrast separating completely (the means are Table 4's).
+PAPER_LIKE = {"ape_free": [600] * 5, "rope_free": [900, 900, 1000, 900, 1000], "rope_imag": [1300, 1100, 1300, 1500, 1200],
+              "rope_sym": [1500, 1700, 1400, 1600, 1600], "ape_sym": [1800, 1500, 2000, 1600, 1800]}  # fmt: skip
+SLOWEST = "slowest arm by mean formation: APE sym (paper: APE sym 1740, the slowest of its 6 arms)"
+ORDER = "mean formation: the arms run in the paper's order (Table 4)"
+MEDIAN = "median formation: APE free < RoPE free < RoPE sym"
+
+
+def c4_checks(steps: dict, **overrides) -> pd.DataFrame:
+    """C-4's checks on runs with these formation steps (every seed trained to max_steps: all checks judged)."""
+    section = settings(run=list(steps), seeds=list(range(max(len(v) for v in steps.values()))), train={"stop_after_formation": None}, **overrides)
+    null = np.linspace(0.45, 0.55, 101)  # the rope_imag_frac check is not what these tests read
+    return formation.measure(runs_of(section, steps), section, null).set_index("check")
+
+
+def test_table4_contrasts_and_claims_are_computed_and_can_fail():
+    section = settings(run=["ape_free", "ape_sym", "rope_free", "rope_sym", "rope_imag"], seeds=[0, 1, 2, 3, 4])
+    runs = runs_of(section, PAPER_LIKE)
     null = training.random_imag_fracs(section, "rope_sym", 500, 0)
     table = formation.table4(runs, section).set_index("arm")
     assert table.loc["rope_free", "mean"] == 940 and table.loc["ape_free", "sd"] == 0 and table.loc["ape_sym", "mean (paper)"] == 1740
@@ -230,7 +248,8 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     assert (contrasts["q"] >= contrasts["p"]).all() and list(contrasts.index) == ["P1", "P2", "P3", "P4"]
     full = posym_config.deep_merge(section, {"train": {"stop_after_formation": None}})  # every seed trains max_steps
     measured = formation.measure(runs, full, null)
-    assert measured["passed"].all() and len(measured) == 7
+    # the spec's 7 checks, APE sym slowest, the paper's order, and one per contrast (4)
+    assert measured["passed"].all() and len(measured) == 13
     verdicts = formation.claim_c4(measured)
     assert (verdicts["verdict"] == "pass").all() and (verdicts["claim"] == "C-4").all()
     worse = runs.assign(final_ce_pred=np.where(runs["arm"] == "ape_sym", 0.9, 0.5), prev_dir_frac=0.3)
@@ -240,7 +259,7 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     # seeds that stop after forming end early: the end-of-training checks are shown, not judged
     early = formation.measure(worse, section, null).set_index("check")
     end_state = [check for check in early.index if check.startswith("final ce_pred")] + end_state[1:]
-    assert len(end_state) == 4 and early.loc[end_state, "passed"].isna().all() and early["passed"].notna().sum() == 3
+    assert len(end_state) == 4 and early.loc[end_state, "passed"].isna().all() and early["passed"].notna().sum() == 9
     assert early.loc[end_state, "threshold"].str.contains("not judged").all()
     shown = formation.claim_c4(early.reset_index()).set_index("check")["verdict"]
     assert (shown[end_state] == "not tested").all() and (shown.drop(end_state) == "pass").all()
@@ -248,6 +267,64 @@ def test_table4_contrasts_and_claims_are_computed_and_can_fail():
     censored = runs.assign(formation_step=np.where((runs["arm"] == "ape_sym") & (runs["seed"] == 0), np.nan, runs["formation_step"]))
     row = formation.table4(censored, section).set_index("arm").loc["ape_sym"]
     assert row["formed"] == 4 and str(section["train"]["max_steps"] + section["train"]["eval_every"]) in row["steps"]
+
+
+def test_c4_contrasts_pass_only_when_significant():
+    """Each pre-registered contrast that ran is a check: BH q ≤ contrast_q. Well-separated arms pass; identical arms
+    (a model that learned nothing, the same in every arm) give q near 1 and fail; 2 seeds an arm cannot pass."""
+    measured = c4_checks(PAPER_LIKE)
+    contrasts = measured[measured.index.str.startswith("contrast ")]
+    assert list(contrasts.index) == [f"contrast {c}: {larger} forms later than {smaller} (BH q)" for c, (larger, smaller, *_) in paper.CONTRASTS.items()]
+    assert contrasts["passed"].all() and (contrasts["kind"] == "max").all()
+    assert contrasts["ours"].max() < 0.01 and list(contrasts["paper"]) == [c[3] for c in paper.CONTRASTS.values()]
+    assert contrasts.iloc[0]["threshold"].startswith("q ≤ 0.05 (paper q = 0.016") and "shift +" in contrasts.iloc[0]["measured"]
+    same = c4_checks({arm: [1000, 1100, 1200, 1300, 1400] for arm in PAPER_LIKE})
+    same = same[same.index.str.startswith("contrast ")]
+    assert len(same) == 4 and not same["passed"].any() and (same["ours"] > 0.5).all()
+    # 3 seeds against 3, completely separated: p = q = 0.05 exactly, at the threshold; one weaker contrast fails them all
+    three = {arm: values[:3] for arm, values in PAPER_LIKE.items()}
+    assert c4_checks(three).loc[lambda t: t.index.str.startswith("contrast "), "passed"].all()
+    assert not c4_checks(three, claims={"contrast_q": 0.049}).loc[lambda t: t.index.str.startswith("contrast "), "passed"].any()
+    weaker = {**three, "rope_imag": [1300, 900, 1300]}  # one Im seed tied with two free seeds: P2's p = 0.2
+    assert not c4_checks(weaker).loc[lambda t: t.index.str.startswith("contrast "), "passed"].any()
+    two = c4_checks({arm: values[:2] for arm, values in PAPER_LIKE.items()})
+    two = two[two.index.str.startswith("contrast ")]
+    assert not two["passed"].any() and two["threshold"].str.contains("smallest p at 2 vs 2 seeds: 0.167").all()
+
+
+def test_c4_slowest_arm_is_ape_sym_and_a_tie_fails():
+    measured = c4_checks(PAPER_LIKE)
+    assert measured.loc[SLOWEST, "passed"] and measured.loc[SLOWEST, "kind"] == "order"
+    assert measured.loc[SLOWEST, "measured"].startswith("ape_sym 1740, next rope_sym 1560")
+    assert measured.loc[SLOWEST, "paper"] == pytest.approx(1740 / 1560) and measured.loc[SLOWEST, "ours"] > 1
+    # posym's run at a quarter of the paper's tokens per step: RoPE sym the slowest
+    posym = c4_checks({**PAPER_LIKE, "rope_sym": [3200, 3100, 3100, 3000, 3000]})
+    assert not posym.loc[SLOWEST, "passed"] and posym.loc[SLOWEST, "measured"].startswith("rope_sym 3080")
+    assert posym.loc[SLOWEST, "ours"] < 1
+    # nothing learned: every seed of every arm censored at the cap, a tie for the slowest
+    nothing = c4_checks({arm: [np.nan] * 3 for arm in PAPER_LIKE})
+    assert not nothing.loc[SLOWEST, "passed"] and not nothing.loc[ORDER, "passed"] and not nothing.loc[MEDIAN, "passed"]
+    assert nothing.loc[SLOWEST, "measured"].startswith("tie: ") and "all censored" in nothing.loc[SLOWEST, "measured"]
+    assert nothing.loc[MEDIAN, "measured"] == "70 = 70 = 70"  # the toy section's cap: max_steps 60 + eval_every 10
+    # the check is made only where APE sym and another arm ran
+    assert SLOWEST not in c4_checks({"ape_free": [600] * 3, "rope_free": [900] * 3}).index
+    assert SLOWEST not in c4_checks({"ape_sym": [600] * 3}).index
+
+
+def test_c4_arms_in_the_papers_order_and_strict_median_order():
+    measured = c4_checks(PAPER_LIKE)
+    assert measured.loc[ORDER, "passed"] and measured.loc[ORDER, "ours"] == pytest.approx(1.0)
+    assert "ape_free 600 < rope_free 940 < rope_imag 1280 < rope_sym 1560 < ape_sym 1740" in measured.loc[ORDER, "threshold"]
+    assert "narrowest step: rope_sym 1560 ± 167 < ape_sym 1740 ± 241" in measured.loc[ORDER, "threshold"]
+    swapped = c4_checks({**PAPER_LIKE, "ape_sym": [1100, 1200, 1200, 1200, 1100]})  # APE sym before RoPE Im and RoPE sym
+    assert not swapped.loc[ORDER, "passed"] and swapped.loc[ORDER, "ours"] < 1
+    assert "out of the paper's order: rope_imag > ape_sym, rope_sym > ape_sym" in swapped.loc[ORDER, "measured"]
+    # a tie between two arms fails the order and, on the medians, the spec's order check (strict <)
+    tied = c4_checks({**PAPER_LIKE, "rope_sym": [900, 900, 1000, 900, 1000]})
+    assert not tied.loc[ORDER, "passed"] and "rope_free = rope_sym" in tied.loc[ORDER, "measured"]
+    assert not tied.loc[MEDIAN, "passed"] and tied.loc[MEDIAN, "measured"] == "600 < 900 = 900"
+    # fewer than three arms with the paper's number: no order check
+    assert ORDER not in c4_checks({"ape_free": [600] * 3, "ape_sym": [1800] * 3}).index
 
 
 def test_c4_imag_check_rejects_a_random_head():
@@ -289,8 +366,9 @@ def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
     assert jobs == {"c_train": arms, "c_formation": 1, "c_notebook_training": 1}
     snakemake(workdir, target, configfiles=CONFIG_MATRIX["c"])
     claims = pd.read_csv(workdir / "results" / "c" / "tables" / "claims_C4.csv")
-    # the tiny config's seeds stop after forming: the four end-of-training checks are shown, not judged
-    assert len(claims) == 7 and (claims["verdict"] == "not tested").sum() == 4
+    # the tiny config's seeds stop after forming: the four end-of-training checks are shown, not judged; its five arms
+    # add APE sym slowest, the paper's order and the four contrasts to the spec's seven
+    assert len(claims) == 13 and (claims["verdict"] == "not tested").sum() == 4
     assert set(claims["verdict"]) <= {"pass", "fail", "not tested"}
     assert (workdir / "results" / "c" / "figures" / "fig5.png").is_file()
     table4 = pd.read_csv(workdir / "results" / "c" / "tables" / "table4.csv")
@@ -305,3 +383,22 @@ def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
     fewer.write_text("c:\n  training:\n    run: [ape_free, rope_free]\n")
     rerun = planned_jobs(snakemake(workdir, "-n", target, configfiles=[*CONFIG_MATRIX["c"], fewer]))
     assert rerun == {"c_formation": 1, "c_notebook_training": 1}  # nor the list of arms
+
+
+def test_c4_is_not_tested_where_the_arms_did_not_learn_the_task():
+    """A model that learned nothing (final ce_pred near ln 64) "forms" only where a test raises the formation floor;
+    its formation steps are noise that an order or a ratio can pass, so every C-4 check is not tested, with the
+    reason. A sym arm that did not learn leaves its prev head's checks untested, and only those."""
+    section = settings(run=list(PAPER_LIKE), seeds=[0, 1, 2, 3, 4], train={"stop_after_formation": None})
+    runs = runs_of(section, PAPER_LIKE)
+    null = np.linspace(0.45, 0.55, 101)
+    assert formation.learned_ce(section) == pytest.approx(2.154, abs=1e-3)
+    chance = formation.measure(runs.assign(final_ce_pred=4.08), section, null)
+    assert chance["passed"].isna().all() and chance["untrained"].all()
+    assert chance["measured"].str.contains("did not learn the task at this size").all()
+    verdicts = formation.claim_c4(chance)
+    assert (verdicts["verdict"] == "not tested").all() and (verdicts["untrained"] == "yes").all()
+    sym_only = formation.measure(runs.assign(final_ce_pred=np.where(runs["arm"] == "rope_sym", 2.5, 0.5)), section, null).set_index("check")
+    prev = sym_only.index.str.startswith("RoPE sym prev head")
+    assert prev.sum() == 2 and sym_only.loc[prev, "untrained"].all() and not sym_only.loc[~prev, "untrained"].any()
+    assert sym_only.loc[~prev, "passed"].notna().all()

@@ -282,11 +282,20 @@ A3_SOURCE = "spec §A12 A-3; Fig 2C / Fig 7 (spec §A5: Number L0–L3 positiona
 A3_START_SOURCE = "spec §A12 A-3; Fig 2B / Fig 6 (spec §A5: positional ≈ symbolic ≈ 0.98–0.99 at initialisation)"
 
 
-def _rows(claim: str, task: str, seed, checks: list[Check]) -> list[dict]:
+#: A-3's checks that a model which learned nothing passes, and why they cannot decide the claim.
+A3_SUPPORTING = {
+    "uniform start": "a property of initialisation: every untrained model passes it; the checks at convergence decide",
+    "few positional": "one-sided (at most): a model with no pure head, one that learned nothing, passes it; the symbolic count decides",
+}
+
+
+def _rows(claim: str, task: str, seed, checks: list[Check], supporting: Mapping[str, str] = {}) -> list[dict]:
+    """Check rows; ``supporting``: the reason, by check name, why a check cannot decide (posym.pipeline.claims)."""
     rows = []
     for check, measured, expected, passed, source, *numbers in checks:
         ours, paper = numbers or (None, None)
-        rows.append(claims.row(claim, check, measured, expected, passed, source=source, task=task, seed=seed, ours=ours, paper=paper))
+        rows.append(claims.row(claim, check, measured, expected, passed, source=source, task=task, seed=seed, ours=ours, paper=paper,
+                               supporting=supporting.get(check, "")))  # fmt: skip
     return rows
 
 
@@ -310,7 +319,12 @@ def claim_a3(scores: pd.DataFrame, purity: pd.DataFrame, thresholds: Mapping, ga
     for (task, seed), run in final.groupby(["task", "seed"], sort=False):
         heads = dict(zip(run["kind"], run["heads"]))
         initial = scores[(scores["task"] == task) & (scores["seed"] == seed) & (scores["step"] == 0)]
-        rows += _rows("A-3", task, seed, _pure_head_checks(task, heads, thresholds) + [_uniform_start_check(initial, thresholds)])
+        checks = _pure_head_checks(task, heads, thresholds)
+        start = _uniform_start_check(initial, thresholds)
+        supporting = {start[0]: A3_SUPPORTING["uniform start"]}
+        if task != "number":  # Letter's "no pure positional head": an upper bound
+            supporting[checks[0][0]] = A3_SUPPORTING["few positional"]
+        rows += _rows("A-3", task, seed, [*checks, start], supporting)
     return claims.with_seed_summary(rows)
 
 

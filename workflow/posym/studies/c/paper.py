@@ -88,6 +88,8 @@ SMALL_EFFECT_SHARE = (0.92, 0.99)
 
 #: The constrained training's steps per run (spec §C6): what "final" means in its end-of-training values.
 TRAINING_STEPS = 6000
+#: The floor of the formation threshold ½(ln V + floor) (spec §C6: 0.15, threshold 2.154 for V = 64).
+FORMATION_FLOOR = 0.15
 #: Table 4 / Fig 5 (constrained training, spec §C6): formation step mean ± sd over n seeds, by arm.
 FORMATION = {
     "ape_free": (600, 0, 5),
