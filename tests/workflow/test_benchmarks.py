@@ -22,16 +22,27 @@ def run_benchmark(tmp_path, script: str, *arguments: str) -> dict:
     return json.loads(out.read_text())
 
 
+def has_bf16_units(report: dict) -> bool:
+    """Whether the benchmark ran where bf16 products have units of their own (a GPU, avx512_bf16 or AMX). A CPU
+    without them (an AMD EPYC without avx512, seen 2026-12-07) emulates bf16 products at about 1 GFLOP/s, slower
+    than the float32 parts of an autocast step, so a bf16 rate can beat the bf16 matmul peak and its matmul-only
+    bound there: those bounds are asserted only where the units exist."""
+    flags, about = report["machine"]["cpu_flags"], report["machine"]
+    return bool(flags.get("avx512_bf16") or flags.get("amx_bf16") or about.get("device") != about.get("cpu"))
+
+
 def assert_counted_and_charged(report: dict) -> None:
     """Every contender's rate counts all its members' samples at the batch it trained, per measured step, and its
     share of the peak charges that rate the report's FLOPs per sample against the peak of its own precision, the
     fastest product measured in the run; the machine is named with its CPU flags."""
     for precision, rounds in report["peak_measurements"].items():
         assert report["peak_gflops"][precision] == max(max(p.values()) for p in rounds) > 0
+    bf16_units = has_bf16_units(report)
     for name, r in report["results"].items():
         assert r["samples_per_second"] == pytest.approx(r["members"] * r["batch_per_member"] / r["step_seconds_median"]), name
         peak = report["peak_gflops"][r["precision"]] * 1e9
-        assert r["share_of_peak"] == pytest.approx(r["samples_per_second"] * report["flops_per_sample"] / peak) and 0 < r["share_of_peak"] < 1, name
+        assert r["share_of_peak"] == pytest.approx(r["samples_per_second"] * report["flops_per_sample"] / peak) and 0 < r["share_of_peak"], name
+        assert r["share_of_peak"] < 1 or (r["precision"] == "bf16" and not bf16_units), name
     from posym.pipeline.provenance import CPU_FLAGS
 
     about = report["machine"]
@@ -55,7 +66,7 @@ def test_train_throughput_writes_every_contender_and_ratio(tmp_path):
     for name, r in results.items():
         assert r["matmul_seconds_per_step"] > 0, name
         # Matmuls are part of a step: the matmul-only rate bounds the measured one.
-        assert r["samples_per_second_if_only_matmuls"] > r["samples_per_second"], name
+        assert r["samples_per_second_if_only_matmuls"] > r["samples_per_second"] or (r["precision"] == "bf16" and not has_bf16_units(report)), name
         assert r["step"] == ("hf" if name.startswith("hf_gptj") else "eager"), name
     expected = results["posym_packed2_bf16"]["samples_per_second"] / results["hf_gptj"]["samples_per_second"]
     assert report["ratios"]["posym_packed2_bf16 / HF at fp32"] == expected
