@@ -96,12 +96,12 @@ def test_every_page_and_claim_row_says_the_size_it_was_judged_at(tiny_run):
     manifest = json.loads((report / "manifest.json").read_text())
     size = manifest["scale"]["a"]
     assert size["ours"]["layers"] == 2 and size["ours"]["steps"] == 60 and size["paper"]["layers"] == 12
-    assert {"layers", "steps", "batch"} <= set(size["below"]) and scale.is_below(size)
+    assert {"layers", "steps", "batch"} <= set(size["below"]) and size["line"] == scale.line(scale.Scale(**size["ours"]), scale.Scale(**size["paper"]))
     html = (report / "index.html").read_text()
-    assert f'<p class="scale">Scale: {escape(size["line"])}. <strong class="below">Below the paper&#x27;s size.</strong></p>' in html
+    assert f'<p class="scale">Scale: {escape(size["line"])}. <strong class="below">Below the paper\'s size.</strong></p>' in html
     assert "judged at 2 layers × 1 head, 17 positions, 60 steps × batch 32, 1 seed; the paper 12 layers × 1 head" in size["line"]
     rows = {row["claim"]: row for row in manifest["verdicts"]["a"]}
-    assert all(rows[c]["judged at"] == size["line"] for c in ("A-1", "A-2", "A-3", "A-4", "A-5"))
+    assert all(rows[c]["judged at"] == size["short"] for c in ("A-1", "A-2", "A-3", "A-4", "A-5")) and "(below the paper's in layers" in size["short"]
     assert rows["A-6"]["judged at"] == "exact computation, no training" and rows["A-7"]["judged at"] == "a substitute model"
 
 

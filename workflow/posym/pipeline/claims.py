@@ -209,8 +209,8 @@ def split_checks(found: pd.DataFrame | Iterable[pd.DataFrame], claim: Mapping) -
 
 #: The columns of :func:`summary`.
 SUMMARY = ["claim", "kind", "judged at", "distance", "statement", "paper", "evidence", "ours", "why", "verdict"]
-#: The distance of a claim whose deciding checks have no published number to set beside ours.
-NO_NUMBER = "the paper gives no number for these checks"
+#: The distance of a judged claim none of whose tested deciding checks has both our number and the paper's.
+NO_NUMBER = "no tested check has a number beside the paper's"
 
 
 def judged_at(kind: str, scale: Mapping | None) -> str:

@@ -75,7 +75,3 @@ def short(ours: Scale, paper: Scale) -> str:
     smaller = below(ours, paper)
     where = f"below the paper's in {', '.join(smaller)}" if smaller else "the paper's size or more"
     return f"{ours.text()} ({where})"
-
-
-def is_below(scale: Mapping | None) -> bool:
-    return bool(scale and scale.get("below"))
