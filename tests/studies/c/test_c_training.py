@@ -366,10 +366,10 @@ def test_the_training_rules_run_and_rerun_only_what_changed(tmp_path):
     assert jobs == {"c_train": arms, "c_formation": 1, "c_notebook_training": 1}
     snakemake(workdir, target, configfiles=CONFIG_MATRIX["c"])
     claims = pd.read_csv(workdir / "results" / "c" / "tables" / "claims_C4.csv")
-    # the tiny config's seeds stop after forming: the four end-of-training checks are shown, not judged; its five arms
-    # add APE sym slowest, the paper's order and the four contrasts to the spec's seven
-    assert len(claims) == 13 and (claims["verdict"] == "not tested").sum() == 4
-    assert set(claims["verdict"]) <= {"pass", "fail", "not tested"}
+    # its five arms add APE sym slowest, the paper's order and the four contrasts to the spec's seven; tens of steps
+    # learn nothing (the free arms end near ln 64), so every check is not tested, and says why
+    assert len(claims) == 13 and (claims["verdict"] == "not tested").all() and (claims["untrained"] == "yes").all()
+    assert claims["measured"].str.contains("did not learn the task at this size").all()
     assert (workdir / "results" / "c" / "figures" / "fig5.png").is_file()
     table4 = pd.read_csv(workdir / "results" / "c" / "tables" / "table4.csv")
     markdown = (workdir / "results" / "c" / "tables" / "table4.md").read_text()
