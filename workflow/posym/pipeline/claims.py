@@ -145,9 +145,10 @@ def with_seed_summary(rows: Iterable[dict] | pd.DataFrame) -> pd.DataFrame:
 
 def _complete(table: pd.DataFrame) -> pd.DataFrame:
     """A check table in :data:`COLUMNS`, the text columns a table written before them lacks (``evidence``,
-    ``supporting``, ``untrained``) empty."""
+    ``supporting``, ``untrained``) empty, as are the empty cells of ``task`` and ``seed`` of a table read without
+    ``keep_default_na=False`` (grouping by them would drop those rows)."""
     table = table.reindex(columns=COLUMNS)
-    for column in ("evidence", "supporting", "untrained"):
+    for column in ("task", "seed", "evidence", "supporting", "untrained"):
         table[column] = table[column].astype(object).where(table[column].notna(), "")
     return table
 
