@@ -191,7 +191,7 @@ def summary(tables: Iterable[pd.DataFrame], claims: Iterable[Mapping], scale: Ma
 def _found(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     tables = list(tables)
     # reindex, not select: a verdict table written before a column existed (say ``evidence``) still counts
-    return _complete(pd.concat(tables, ignore_index=True)) if tables else _complete(pd.DataFrame(columns=COLUMNS))
+    return _complete(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS))
 
 
 def split_checks(found: pd.DataFrame | Iterable[pd.DataFrame], claim: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -42,10 +42,9 @@ def report_verdicts(report: Path) -> tuple[dict[str, pd.DataFrame], bool]:
     return summaries, False
 
 
-def report_scale(report: Path, sid: str) -> dict | None:
-    """The size study ``sid`` of a committed report trained at, beside the paper's (posym.pipeline.scale), from the
-    configuration its manifest recorded; None where the study trains nothing it judges."""
-    manifest = json.loads((report / "manifest.json").read_text())
+def report_scale(manifest: dict, sid: str) -> dict | None:
+    """The size study ``sid`` of a committed report (its ``manifest``) trained at, beside the paper's
+    (posym.pipeline.scale): as recorded, else from the configuration it recorded; None where the study states none."""
     if sid in manifest.get("scale", {}):
         return manifest["scale"][sid]
     section = manifest.get("config", {}).get(sid)
@@ -70,14 +69,14 @@ def study_block(reports: Path, sid: str, link: str = "../reports") -> str:
     found. ``link``: the reports folder as
     the page that shows the block reaches it."""
     begin, end = study_markers(sid)
-    found = [(json.loads((r / "manifest.json").read_text()), r) for r in _committed(reports)]
-    found = sorted(((m.get("created", ""), r) for m, r in found if sid in m["studies"]), reverse=True)
+    manifests = {r: json.loads((r / "manifest.json").read_text()) for r in _committed(reports)}
+    found = sorted(((m.get("created", ""), r) for r, m in manifests.items() if sid in m["studies"]), reverse=True)
     if not found:
         return "\n".join([begin, "", f"No report of study {sid} is committed.", "", end])
     lines = [begin]
     for _, report in found:
         summaries, recorded = report_verdicts(report)
-        summary, size = summaries[sid], report_scale(report, sid)
+        summary, size = summaries[sid], report_scale(manifests[report], sid)
         lines += [
             "",
             f"[`{report.name}`]({link}/{report.name}/index.html): **{claims.headline(study.load(sid).name, summary, size)}**"
@@ -99,8 +98,9 @@ def readme_block(reports: Path) -> str:
     lines = [BEGIN, "", "| report | study | verdicts |", "|---|---|---|"]
     for report in _committed(reports):
         summaries, recorded = report_verdicts(report)
+        manifest = json.loads((report / "manifest.json").read_text())
         for sid, summary in summaries.items():
-            line = claims.headline(study.load(sid).name, summary, report_scale(report, sid))
+            line = claims.headline(study.load(sid).name, summary, report_scale(manifest, sid))
             how = "" if recorded else " (its own checks, judged by today's verdict rules)"
             link = f"[{report.name}]({reports.name}/{report.name}/index.html)"
             lines.append(f"| {link} | {sid} | {line}{how} |")

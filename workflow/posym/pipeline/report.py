@@ -254,7 +254,7 @@ def study_html(study: dict, summary: pd.DataFrame) -> list[str]:
         claim_rows.append(
             f"<tr><td>{_esc(c.claim)}</td><td class=\"verdict-{_esc(c.verdict.replace(' ', '-'))}\">{verdict}</td>"
             f"<td>{_esc(c.distance) or '—'}</td><td>{_esc(c.statement)}</td><td>{_esc(c.paper)}</td><td>{_esc(c.evidence)}</td>"
-            f"<td class=\"judged\">{_esc(getattr(c, 'judged_at', ''))}</td><td>{_esc(c.ours)}{_why_html(c.why)}</td></tr>"
+            f"<td class=\"judged\">{_esc(c.judged_at)}</td><td>{_esc(c.ours)}{_why_html(c.why)}</td></tr>"
         )
     headline = claims.headline(name, summary, study.get("scale"))
     body = [

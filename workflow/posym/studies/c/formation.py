@@ -13,7 +13,6 @@ formation steps (APE sym the slowest; the whole order of Table 4's means).
 from __future__ import annotations
 
 import math
-from math import comb
 from typing import Mapping
 
 import numpy as np
@@ -181,7 +180,7 @@ def _significance_checks(runs: pd.DataFrame, training: Mapping) -> list[dict]:
     sizes = runs.groupby("arm").size()
     rows = []
     for _, c in contrasts(runs, training).iterrows():
-        smallest = 1 / comb(sizes[c["larger"]] + sizes[c["smaller"]], sizes[c["smaller"]])
+        smallest = 1 / math.comb(sizes[c["larger"]] + sizes[c["smaller"]], sizes[c["smaller"]])
         # exact p's are ratios of counts and BH multiplies them back: at 3 seeds a complete separation gives q = 0.05
         # itself, which rounding must not push over a 0.05 threshold
         passed = bool(c["q"] <= limit * (1 + 1e-9))
